@@ -1,0 +1,1 @@
+"""Pipelines of repo-analytics and the `repo-analytics` command that fronts them."""

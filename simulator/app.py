@@ -1,0 +1,190 @@
+"""The request pipeline of a simulated host: faults, host conditions, auth, licence, routing.
+
+Both editions plug into it with an `Edition` object (routes, auth, error bodies, rendering);
+the control surface under /_sim/ sits beside the API prefix and is never faulted.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .config import SimConfig
+from .faults import Fault, FaultPlan
+from .http import Request, Response, html_response, json_response
+from .params import ApiError
+from .queries import Store
+from .world import World
+
+LOG_ENTRIES = 200_000
+
+OLD_APP_PAGE = (
+    "<!DOCTYPE html><html><head><title>404 - Page not found</title></head><body>"
+    "<h1>Page not found</h1><p>The page you were looking for does not exist.</p></body></html>"
+)
+LOGIN_PAGE = (
+    "<!DOCTYPE html><html><head><title>Sign in - Company SSO</title></head><body>"
+    "<form method=\"post\" action=\"/sso/login\"><input name=\"username\">"
+    "<input type=\"password\" name=\"password\"><button>Sign in</button></form></body></html>"
+)
+GATEWAY_PAGE = "<html><body><h1>{status} Gateway error</h1><p>upstream failed</p></body></html>"
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # e.g. "commits.list.repository"; request counts are kept by it
+    pattern: re.Pattern[str]
+    handler: Callable[[Request, dict[str, str], Any], Response]
+    paged: bool = False
+
+
+def route(name: str, path: str, handler: Callable[..., Response], paged: bool = False) -> Route:
+    """`path` below the API prefix, with {name} placeholders for one path segment each."""
+    regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path)
+    return Route(name, re.compile(f"^{regex}$"), handler, paged)
+
+
+class Edition(Protocol):
+    name: str
+    states: tuple[str, ...]
+    routes: list[Route]
+
+    def authenticate(self, request: Request) -> Any | Response: ...
+    def error(self, error: ApiError) -> Response: ...
+    def license_error(self) -> Response: ...
+    def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+
+
+class RequestLog:
+    """Counts by endpoint and status, and the last requests with their parameters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[tuple[str, int]] = Counter()
+        self.entries: deque[dict[str, Any]] = deque(maxlen=LOG_ENTRIES)
+        self.serial = 0
+
+    def record(self, request: Request, endpoint: str, status: int, fault: str | None) -> None:
+        auth = request.headers.get("authorization", "")
+        scheme = "none" if not auth else auth.split(" ", 1)[0].lower() if " " in auth else "token"
+        with self._lock:
+            self.serial += 1
+            self.counts[(endpoint, status)] += 1
+            self.entries.append({
+                "n": self.serial, "method": request.method, "path": request.path,
+                "endpoint": endpoint, "params": dict(request.query), "status": status,
+                "auth": scheme, "fault": fault,
+                "accept": request.headers.get("accept"),
+            })
+
+    def describe(self, since: int) -> dict[str, Any]:
+        with self._lock:
+            by_endpoint: dict[str, dict[str, int]] = {}
+            for (endpoint, status), count in sorted(self.counts.items()):
+                by_endpoint.setdefault(endpoint, {})[str(status)] = count
+            return {"total": self.serial, "by_endpoint": by_endpoint,
+                    "log": [e for e in self.entries if e["n"] > since]}
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.entries.clear()
+
+
+class HostApp:
+    """One simulated host: config, world, edition, faults, request log."""
+
+    def __init__(self, config: SimConfig, world: World,
+                 edition_factory: Callable[["HostApp"], Edition]) -> None:
+        self.config = config
+        self.conditions = config.conditions
+        self.world = world
+        self.faults = FaultPlan()
+        if config.faults:
+            self.faults.set_from(config.faults)
+        self.log = RequestLog()
+        self.base_url = ""  # set once the server is bound
+        self.edition = edition_factory(self)
+        self.store: Store = self.edition.store  # type: ignore[attr-defined]
+        self.control: Callable[[Request], Response] | None = None
+
+    def apply_conditions(self, changes: dict[str, Any]) -> None:
+        """Change host conditions; rendering and routes that depend on them follow."""
+        self.conditions.update(changes)
+        self.store.forget_rendering()
+        self.edition.routes = self.edition.build_routes()  # type: ignore[attr-defined]
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url + self.config.prefix
+
+    def __call__(self, request: Request) -> Response:
+        if request.path.startswith("/_sim/") and self.control is not None:
+            return self.control(request)
+        endpoint, found = self._match(request.path)
+        fault = self.faults.draw(endpoint)
+        response = self._answer(request, endpoint, found, fault)
+        self.log.record(request, endpoint, response.status if response.transport != "reset"
+                        else 0, fault.kind if fault else None)
+        return response
+
+    def _match(self, path: str) -> tuple[str, tuple[Route, dict[str, str]] | None]:
+        prefix = self.config.prefix
+        if not path.startswith(prefix + "/"):
+            return "unknown", None
+        below = path[len(prefix):]
+        for candidate in self.edition.routes:
+            matched = candidate.pattern.match(below)
+            if matched:
+                return candidate.name, (candidate, matched.groupdict())
+        return "unknown", None
+
+    def _answer(self, request: Request, endpoint: str,
+                found: tuple[Route, dict[str, str]] | None, fault: Fault | None) -> Response:
+        if fault is not None and fault.kind != "insert":
+            faulted = self._fault_response(fault)
+            if faulted is not None:
+                return faulted
+        conditions = self.conditions
+        if conditions.proxy_login:
+            return html_response(200, LOGIN_PAGE)
+        if not conditions.app_present or found is None:
+            return html_response(404, OLD_APP_PAGE)
+        principal = self.edition.authenticate(request)
+        if isinstance(principal, Response):
+            return principal
+        if not conditions.licensed:
+            return self.edition.license_error()
+        chosen, path_params = found
+        try:
+            if fault is not None and fault.kind == "insert" and chosen.paged:
+                self.edition.insert_for(request, chosen, path_params, principal)  # type: ignore[attr-defined]
+            response = chosen.handler(request, path_params, principal)
+        except ApiError as error:
+            return self.edition.error(error)
+        if fault is not None and fault.kind == "slow":
+            response.delay_s = fault.slow_seconds
+        if fault is not None and fault.kind == "truncate":
+            response.transport = "truncate"
+        return response
+
+    def _fault_response(self, fault: Fault) -> Response | None:
+        kind = fault.kind
+        if kind in ("429", "429date"):
+            return json_response(
+                429, b'{"errors":[{"message":"Rate limit exceeded."}]}',
+                {"Retry-After": fault.retry_after_header(time.time())})
+        if kind in ("500", "503"):
+            return json_response(int(kind), b'{"errors":[{"message":"Internal error"}]}')
+        if kind in ("502", "504"):
+            return html_response(int(kind), GATEWAY_PAGE.format(status=kind))
+        if kind == "reset":
+            return Response(0, transport="reset")
+        if kind == "html":
+            return html_response(200, LOGIN_PAGE)
+        return None  # slow and truncate answer normally, then misbehave in transport

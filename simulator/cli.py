@@ -1,0 +1,67 @@
+"""`repo-analytics sim`: serve a simulated host until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .config import EDITIONS, SimConfig
+from .faults import FaultSpecError, parse_spec
+from .generate import SIZES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--edition", choices=EDITIONS, default="cloud",
+                        help="which API edition to serve (default: cloud)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default)")
+    parser.add_argument("--seed", type=int, default=1, help="data seed (default 1)")
+    parser.add_argument("--size", choices=tuple(SIZES), default="small",
+                        help="dataset size (default small)")
+    parser.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
+                        help="build the dataset from these local git repositories instead")
+    parser.add_argument("--faults", default="", metavar="SPEC",
+                        help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)")
+    parser.add_argument("--now", type=int, default=None,
+                        help="the simulated clock, epoch seconds (default: 10 days ago, on the hour)")
+    parser.add_argument("--api-prefix", default=None, help="override the API path prefix")
+    parser.add_argument("--workspace", default=SimConfig.workspace, help="cloud workspace slug")
+    parser.add_argument("--token", default=SimConfig.token, help="cloud access token to accept")
+    parser.add_argument("--username", default=SimConfig.username, help="self-hosted user name")
+    parser.add_argument("--password", default=SimConfig.password, help="self-hosted password")
+    parser.add_argument("--server-token", default=SimConfig.server_token,
+                        help="self-hosted Bearer token to accept")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; the first line says where and how to connect."""
+    from .server import Simulator
+
+    try:
+        parse_spec(args.faults)
+    except (FaultSpecError, ValueError) as error:
+        print(f"repo-analytics sim: error: {error}", file=sys.stderr)
+        return 2
+    config = SimConfig(
+        edition=args.edition, host=args.host, port=args.port, seed=args.seed, size=args.size,
+        from_git=tuple(args.from_git), faults=args.faults, now=args.now,
+        api_prefix=args.api_prefix, workspace=args.workspace, token=args.token,
+        username=args.username, password=args.password, server_token=args.server_token,
+    )
+    try:
+        sim = Simulator(config).start()
+    except (ValueError, OSError) as error:
+        print(f"repo-analytics sim: error: {error}", file=sys.stderr)
+        return 2
+    print(sim.banner(), flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sim.stop()
+    return 0

@@ -1,0 +1,141 @@
+"""Faults a real host or the network in front of it produces, deterministic from a seed.
+
+Spec string (CLI `--faults`, or `{"spec": ...}` to /_sim/faults):
+    `429=0.1,503=0.05,reset=0.02,seed=7,retry_after=2,match=commits`
+Kinds carry a rate in [0, 1]; `seed`, `retry_after`, `slow_seconds`, `match` and `count`
+apply to every rule of the string. The JSON form `{"seed": 7, "rules": [{"kind": "429",
+"rate": 1, "count": 3, "match": "commits.repository", "retry_after": 2}]}` sets them per rule.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import asdict, dataclass
+from email.utils import formatdate
+from typing import Any
+
+FAULT_KINDS = ("429", "429date", "500", "502", "503", "504", "reset", "slow", "truncate",
+               "html", "insert")
+RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "count")
+
+
+class FaultSpecError(ValueError):
+    """A fault spec that cannot be read; the message names the bad part and the valid ones."""
+
+
+@dataclass
+class FaultRule:
+    kind: str
+    rate: float
+    match: str = ""  # substring of the endpoint name; empty = every API request
+    count: int | None = None  # fire at most this many times
+    retry_after: float = 1.0
+    slow_seconds: float = 2.0
+    fired: int = 0
+
+    def validate(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise FaultSpecError(
+                f"unknown fault kind `{self.kind}`; valid kinds: {', '.join(FAULT_KINDS)}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise FaultSpecError(f"fault rate `{self.rate}` for `{self.kind}` is not in [0, 1]")
+
+
+@dataclass
+class Fault:
+    """What one request is to suffer."""
+
+    kind: str
+    retry_after: float
+    slow_seconds: float
+
+    def retry_after_header(self, now_epoch: float) -> str:
+        if self.kind == "429date":
+            return formatdate(now_epoch + self.retry_after, usegmt=True)
+        return str(int(self.retry_after)) if self.retry_after == int(self.retry_after) else str(
+            self.retry_after)
+
+
+def parse_spec(spec: str) -> tuple[int, list[FaultRule]]:
+    """Read the compact string form into (seed, rules)."""
+    seed = 0
+    rates: list[tuple[str, float]] = []
+    options: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise FaultSpecError(f"fault spec part `{part}` is not NAME=VALUE")
+        if name == "seed":
+            seed = int(value)
+        elif name in RULE_OPTIONS:
+            options[name] = value
+        elif name in FAULT_KINDS:
+            try:
+                rates.append((name, float(value)))
+            except ValueError:
+                raise FaultSpecError(f"fault rate `{value}` for `{name}` is not a number") from None
+        else:
+            raise FaultSpecError(
+                f"unknown fault spec name `{name}`; valid: seed, {', '.join(RULE_OPTIONS)}, "
+                f"{', '.join(FAULT_KINDS)}")
+    rules = [rule_from_dict({"kind": kind, "rate": rate, **options}) for kind, rate in rates]
+    return seed, rules
+
+
+def rule_from_dict(data: dict[str, Any]) -> FaultRule:
+    unknown = set(data) - {"kind", "rate", *RULE_OPTIONS}
+    if unknown:
+        raise FaultSpecError(f"unknown fault rule fields {sorted(unknown)}")
+    rule = FaultRule(
+        kind=str(data["kind"]),
+        rate=float(data.get("rate", 1.0)),
+        match=str(data.get("match", "")),
+        count=int(data["count"]) if data.get("count") not in (None, "") else None,
+        retry_after=float(data.get("retry_after", 1.0)),
+        slow_seconds=float(data.get("slow_seconds", 2.0)),
+    )
+    rule.validate()
+    return rule
+
+
+class FaultPlan:
+    """The active rules; decisions come from one seeded generator, in request order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._rng = random.Random(0)
+        self.seed = 0
+
+    def set(self, seed: int, rules: list[FaultRule]) -> None:
+        with self._lock:
+            self.seed, self._rules, self._rng = seed, rules, random.Random(seed)
+
+    def set_from(self, data: dict[str, Any] | str) -> None:
+        if isinstance(data, str):
+            self.set(*parse_spec(data))
+        elif "spec" in data:
+            self.set(*parse_spec(str(data["spec"])))
+        else:
+            self.set(int(data.get("seed", 0)), [rule_from_dict(r) for r in data.get("rules", [])])
+
+    def clear(self) -> None:
+        self.set(0, [])
+
+    def describe(self) -> dict[str, Any]:
+        with self._lock:
+            return {"seed": self.seed, "rules": [asdict(r) for r in self._rules]}
+
+    def draw(self, endpoint: str) -> Fault | None:
+        """The fault for a request to `endpoint`, or None; every rule draws once per request."""
+        with self._lock:
+            chosen: Fault | None = None
+            for rule in self._rules:
+                if rule.match and rule.match not in endpoint:
+                    continue
+                hit = self._rng.random() < rule.rate
+                if chosen is None and hit and (rule.count is None or rule.fired < rule.count):
+                    rule.fired += 1
+                    chosen = Fault(rule.kind, rule.retry_after, rule.slow_seconds)
+            return chosen

@@ -1,0 +1,1 @@
+"""dlt sources of repo-analytics (the extractor). Empty until the extraction-core issue."""
