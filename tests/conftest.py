@@ -1,0 +1,51 @@
+"""Shared fixtures: simulated hosts on free loopback ports, started and stopped per use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from simulator import SimConfig, Simulator
+
+# A fixed clock so ground truth is the same on every run: 2026-06-01T00:00:00Z.
+FIXED_NOW = 1_780_272_000
+
+
+@pytest.fixture
+def make_sim() -> Iterator[Callable[..., Simulator]]:
+    """Start simulators with any SimConfig fields; all are stopped after the test."""
+    started: list[Simulator] = []
+
+    def start(**fields: Any) -> Simulator:
+        fields.setdefault("size", "tiny")
+        fields.setdefault("now", FIXED_NOW)
+        sim = Simulator(SimConfig(**fields)).start()
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def cloud_sim() -> Iterator[Simulator]:
+    """A tiny cloud host shared by a module's read-only tests."""
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def server_sim() -> Iterator[Simulator]:
+    """A tiny self-hosted host shared by a module's read-only tests."""
+    with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
+        yield sim
+
+
+@pytest.fixture
+def http() -> Iterator[requests.Session]:
+    with requests.Session() as session:
+        yield session
