@@ -12,7 +12,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .config import SimConfig
 from .faults import Fault, FaultPlan
@@ -20,6 +20,9 @@ from .http import Request, Response, html_response, json_response
 from .params import ApiError
 from .queries import Store
 from .world import World
+
+if TYPE_CHECKING:
+    from .edition import EditionBase
 
 LOG_ENTRIES = 200_000
 
@@ -47,17 +50,6 @@ def route(name: str, path: str, handler: Callable[..., Response], paged: bool = 
     """`path` below the API prefix, with {name} placeholders for one path segment each."""
     regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path)
     return Route(name, re.compile(f"^{regex}$"), handler, paged)
-
-
-class Edition(Protocol):
-    name: str
-    states: tuple[str, ...]
-    routes: list[Route]
-
-    def authenticate(self, request: Request) -> Any | Response: ...
-    def error(self, error: ApiError) -> Response: ...
-    def license_error(self) -> Response: ...
-    def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
 
 
 class RequestLog:
@@ -100,7 +92,7 @@ class HostApp:
     """One simulated host: config, world, edition, faults, request log."""
 
     def __init__(self, config: SimConfig, world: World,
-                 edition_factory: Callable[["HostApp"], Edition]) -> None:
+                 edition_factory: Callable[[HostApp], EditionBase]) -> None:
         self.config = config
         self.conditions = config.conditions
         self.world = world
@@ -110,14 +102,14 @@ class HostApp:
         self.log = RequestLog()
         self.base_url = ""  # set once the server is bound
         self.edition = edition_factory(self)
-        self.store: Store = self.edition.store  # type: ignore[attr-defined]
+        self.store: Store = self.edition.store
         self.control: Callable[[Request], Response] | None = None
 
     def apply_conditions(self, changes: dict[str, Any]) -> None:
         """Change host conditions; rendering and routes that depend on them follow."""
         self.conditions.update(changes)
         self.store.forget_rendering()
-        self.edition.routes = self.edition.build_routes()  # type: ignore[attr-defined]
+        self.edition.routes = self.edition.build_routes()
 
     @property
     def api_base(self) -> str:
@@ -163,7 +155,7 @@ class HostApp:
         chosen, path_params = found
         try:
             if fault is not None and fault.kind == "insert" and chosen.paged:
-                self.edition.insert_for(request, chosen, path_params, principal)  # type: ignore[attr-defined]
+                self.edition.insert_for(request, chosen, path_params, principal)
             response = chosen.handler(request, path_params, principal)
         except ApiError as error:
             return self.edition.error(error)

@@ -6,7 +6,7 @@ from typing import Any
 
 from . import activity
 from .app import HostApp, Route
-from .http import Request
+from .http import Request, Response
 from .params import ApiError, Window
 from .queries import CommitQuery, PullRequestQuery, Store
 from .world import GLOBAL, Scope, World
@@ -35,6 +35,19 @@ class EditionBase:
         raise NotImplementedError
 
     def render_commit(self, world: World, commit: Any) -> bytes:
+        raise NotImplementedError
+
+    def authenticate(self, request: Request) -> Any:
+        """The caller's principal, or the edition's 401 `Response`."""
+        raise NotImplementedError
+
+    def error(self, error: ApiError) -> Response:
+        raise NotImplementedError
+
+    def license_error(self) -> Response:
+        raise NotImplementedError
+
+    def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def render_pull_request(self, world: World, pr: Any) -> bytes:

@@ -72,7 +72,7 @@ class Store:
     def commits(self, query: CommitQuery) -> list[int]:
         """Indexes of visible commits matching `query`, in the requested order."""
         world = self.world
-        key = ("c", query, world.version, world.now_s)
+        key = ("c", query, world.version, world.now_s, self._until_inclusive())
         return self._cached(key, lambda: self._commits(query))
 
     def _commits(self, query: CommitQuery) -> list[int]:
@@ -96,7 +96,7 @@ class Store:
     def pull_requests(self, query: PullRequestQuery) -> list[int]:
         """Indexes of pull requests matching `query`, newest first by the selected date."""
         world = self.world
-        key = ("p", query, world.version, world.now_s)
+        key = ("p", query, world.version, world.now_s, self._until_inclusive())
         return self._cached(key, lambda: self._pull_requests(query))
 
     def _pull_requests(self, query: PullRequestQuery) -> list[int]:

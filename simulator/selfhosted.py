@@ -222,7 +222,7 @@ class ServerEdition(EditionBase):
             found = self.store.commits(replace(
                 self.commit_query(request, scope, principal), since=since, until=until))
             rows: Any = (render.commit_csv_row(world, world.commits[i]) for i in found)
-            header = render.COMMIT_CSV_HEADER
+            header: tuple[str, ...] = render.COMMIT_CSV_HEADER
         else:
             found = self.store.pull_requests(replace(
                 self.pull_request_query(request, scope, principal),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import activity
@@ -11,11 +12,14 @@ from .app import HostApp
 from .cloud import CloudEdition
 from .config import EDITIONS, SimConfig
 from .control import info, make_control
+from .edition import EditionBase
 from .generate import SIZES, build_world
 from .selfhosted import ServerEdition
 from .world import World
 
-EDITION_CLASSES = {"cloud": CloudEdition, "server": ServerEdition}
+EDITION_CLASSES: dict[str, Callable[[HostApp], EditionBase]] = {
+    "cloud": CloudEdition, "server": ServerEdition,
+}
 CLOCK_LAG_S = 10 * 86_400
 
 

@@ -1,0 +1,47 @@
+"""The README tells the truth about how to set up, test, and use the simulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from simulator.config import Conditions
+from simulator.faults import FAULT_KINDS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def quick_start_commands() -> list[str]:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "the Quick start section has no bash code block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_is_the_first_heading_and_has_two_commands() -> None:
+    headings = re.findall(r"^## (.+)$", README, re.M)
+    assert headings[0] == "Quick start"
+    assert len(quick_start_commands()) == 2
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    test_command = quick_start_commands()[1]
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test_command in ci_lines
+
+
+def test_every_fault_kind_and_condition_is_documented() -> None:
+    fault_table = README.split("| kind | what the client sees |", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`([^`]+)`", "".join(
+        line.split("|")[1] for line in fault_table.splitlines() if line.startswith("|"))))
+    assert documented == set(FAULT_KINDS)
+    for field in dataclasses.fields(Conditions):
+        assert f"| `{field.name}` |" in README, field.name
+
+
+def test_secrets_file_is_ignored_and_an_example_is_committed() -> None:
+    assert ".dlt/secrets.toml" in (ROOT / ".gitignore").read_text(encoding="utf-8")
+    assert (ROOT / ".dlt" / "example.secrets.toml").is_file()
+    assert (ROOT / ".dlt" / "config.toml").is_file()
