@@ -63,7 +63,9 @@ class RequestLog:
 
     def record(self, request: Request, endpoint: str, status: int, fault: str | None) -> None:
         auth = request.headers.get("authorization", "")
-        scheme = "none" if not auth else auth.split(" ", 1)[0].lower() if " " in auth else "token"
+        # only a known scheme name is logged: the first word of a raw token is part of the secret
+        first = auth.split(" ", 1)[0].lower()
+        scheme = "none" if not auth else first if first in ("basic", "bearer") else "token"
         with self._lock:
             self.serial += 1
             self.counts[(endpoint, status)] += 1
@@ -168,11 +170,11 @@ class HostApp:
     def _fault_response(self, fault: Fault) -> Response | None:
         kind = fault.kind
         if kind in ("429", "429date"):
-            return json_response(
-                429, b'{"errors":[{"message":"Rate limit exceeded."}]}',
-                {"Retry-After": fault.retry_after_header(time.time())})
+            limited = self.edition.error(ApiError("rate_limited", "Rate limit exceeded.", 429))
+            limited.headers["Retry-After"] = fault.retry_after_header(time.time())
+            return limited
         if kind in ("500", "503"):
-            return json_response(int(kind), b'{"errors":[{"message":"Internal error"}]}')
+            return self.edition.error(ApiError("server_error", "Internal server error", int(kind)))
         if kind in ("502", "504"):
             return html_response(int(kind), GATEWAY_PAGE.format(status=kind))
         if kind == "reset":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,9 +63,10 @@ class Conditions:
         return asdict(self)
 
     def update(self, changes: dict[str, Any]) -> None:
+        """Apply all of `changes` or, when one is not valid, none of them."""
         for key, value in changes.items():
-            if not hasattr(self, key):
-                raise KeyError(key)
+            check_condition(key, value)
+        for key, value in changes.items():
             if key == "cloud_status":
                 self.cloud_status.update({k: int(v) for k, v in value.items()})
             else:
@@ -74,6 +76,34 @@ class Conditions:
     def app_present(self) -> bool:
         major, minor, *_ = (int(p) for p in (self.app_version.split(".") + ["0", "0"])[:3])
         return (major, minor) >= (5, 2)
+
+
+CONDITION_TYPES: dict[str, tuple[type, ...]] = {
+    "licensed": (bool,), "app_version": (str,), "proxy_login": (bool,),
+    "loc_disabled": (list, tuple), "unindexed": (dict,), "forbidden": (list, tuple),
+    "path_forms": (str,), "next_link_base": (str, type(None)), "page_overflow": (str,),
+    "until_inclusive": (bool,), "commit_default_days": (int, type(None)),
+    "server_parent_id_length": (int,), "cloud_status": (dict,),
+}
+CONDITION_CHOICES = {"path_forms": ("both", "short", "long"),
+                     "page_overflow": ("default", "clamp", "error")}
+
+
+def check_condition(key: str, value: Any) -> None:
+    """KeyError for an unknown field, TypeError or ValueError for a value the host cannot use."""
+    types = CONDITION_TYPES.get(key)
+    if types is None:
+        raise KeyError(f"unknown condition `{key}`; valid: {', '.join(CONDITION_TYPES)}")
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise TypeError(f"condition `{key}` must be {' or '.join(t.__name__ for t in types)}, "
+                        f"not {value!r}")
+    if value not in CONDITION_CHOICES.get(key, (value,)):
+        raise ValueError(f"condition `{key}`={value!r}; valid: {', '.join(CONDITION_CHOICES[key])}")
+    if isinstance(value, dict) and not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        raise TypeError(f"condition `{key}` must map names to integers, not {value!r}")
+    if key == "app_version" and not re.fullmatch(r"\d+(\.\d+){0,2}", str(value)):
+        raise ValueError(f"condition `app_version`={value!r} is not a version such as 5.4.0")
 
 
 @dataclass

@@ -5,6 +5,7 @@ Outside the API prefix, never faulted, never authenticated (it binds to loopback
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -65,13 +66,16 @@ def body_json(request: Request) -> dict[str, Any]:
 
 
 def advance_seconds(data: dict[str, Any]) -> int:
+    unknown = sorted(set(data) - set(DURATION_UNITS))
+    if unknown:
+        raise ValueError(f"unknown duration unit {unknown}; valid: {', '.join(DURATION_UNITS)}")
     total = sum(float(data.get(unit, 0)) * factor for unit, factor in DURATION_UNITS.items())
     if total <= 1:
         raise ValueError("advance by more than one second: give seconds, minutes, hours or days")
     return int(total)
 
 
-def make_control(app: HostApp):  # type: ignore[no-untyped-def]
+def make_control(app: HostApp) -> Callable[[Request], Response]:
     """The request handler for /_sim/ paths of `app`."""
 
     def control(request: Request) -> Response:

@@ -9,6 +9,7 @@ apply to every rule of the string. The JSON form `{"seed": 7, "rules": [{"kind":
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from dataclasses import asdict, dataclass
@@ -52,9 +53,9 @@ class Fault:
 
     def retry_after_header(self, now_epoch: float) -> str:
         if self.kind == "429date":
-            return formatdate(now_epoch + self.retry_after, usegmt=True)
-        return str(int(self.retry_after)) if self.retry_after == int(self.retry_after) else str(
-            self.retry_after)
+            # rounded up: an HTTP date has whole seconds, and the wait must not come out shorter
+            return formatdate(math.ceil(now_epoch + self.retry_after), usegmt=True)
+        return str(math.ceil(self.retry_after))  # delay-seconds are whole digits (RFC 9110)
 
 
 def parse_spec(spec: str) -> tuple[int, list[FaultRule]]:
@@ -67,8 +68,9 @@ def parse_spec(spec: str) -> tuple[int, list[FaultRule]]:
         if not sep:
             raise FaultSpecError(f"fault spec part `{part}` is not NAME=VALUE")
         if name == "seed":
-            seed = int(value)
+            seed = convert_option(name, value)
         elif name in RULE_OPTIONS:
+            convert_option(name, value)
             options[name] = value
         elif name in FAULT_KINDS:
             try:
@@ -83,17 +85,45 @@ def parse_spec(spec: str) -> tuple[int, list[FaultRule]]:
     return seed, rules
 
 
+OPTION_FORMS = {"seed": "an integer", "count": "an integer >= 0",
+                "retry_after": "a number of seconds >= 0",
+                "slow_seconds": "a number of seconds >= 0"}
+
+
+def convert_option(name: str, value: Any) -> Any:
+    """An option's value in its type; FaultSpecError naming the option and its valid form."""
+    if name == "match":
+        return str(value)
+    try:
+        number = int(value) if name in ("seed", "count") else float(value)
+        if name != "seed" and not number >= 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise FaultSpecError(
+            f"fault option `{name}={value}` is not valid; expected {OPTION_FORMS[name]}") from None
+    return number
+
+
 def rule_from_dict(data: dict[str, Any]) -> FaultRule:
     unknown = set(data) - {"kind", "rate", *RULE_OPTIONS}
     if unknown:
-        raise FaultSpecError(f"unknown fault rule fields {sorted(unknown)}")
+        raise FaultSpecError(f"unknown fault rule fields {sorted(unknown)}; valid: kind, rate, "
+                             f"{', '.join(RULE_OPTIONS)}")
+    if "kind" not in data:
+        raise FaultSpecError(f"fault rule without `kind`; valid kinds: {', '.join(FAULT_KINDS)}")
+    try:
+        rate = float(data.get("rate", 1.0))
+    except (TypeError, ValueError):
+        raise FaultSpecError(f"fault rate `{data.get('rate')}` for `{data['kind']}` is not a "
+                             "number") from None
     rule = FaultRule(
         kind=str(data["kind"]),
-        rate=float(data.get("rate", 1.0)),
+        rate=rate,
         match=str(data.get("match", "")),
-        count=int(data["count"]) if data.get("count") not in (None, "") else None,
-        retry_after=float(data.get("retry_after", 1.0)),
-        slow_seconds=float(data.get("slow_seconds", 2.0)),
+        count=convert_option("count", data["count"])
+        if data.get("count") not in (None, "") else None,
+        retry_after=convert_option("retry_after", data.get("retry_after", 1.0)),
+        slow_seconds=convert_option("slow_seconds", data.get("slow_seconds", 2.0)),
     )
     rule.validate()
     return rule
@@ -118,7 +148,8 @@ class FaultPlan:
         elif "spec" in data:
             self.set(*parse_spec(str(data["spec"])))
         else:
-            self.set(int(data.get("seed", 0)), [rule_from_dict(r) for r in data.get("rules", [])])
+            self.set(convert_option("seed", data.get("seed", 0)),
+                     [rule_from_dict(r) for r in data.get("rules", [])])
 
     def clear(self) -> None:
         self.set(0, [])

@@ -202,31 +202,35 @@ class ServerEdition(EditionBase):
                     "state": state_counts(self.world, found, ("declined", "merged", "open"))}
         return json_response(200, orjson.dumps(body))
 
-    def csv_window(self, request: Request) -> tuple[int, int]:
-        """[since, until] in seconds: 30 days by default, at most 366 days."""
-        span = window(request.query, "sinceDate", "untilDate", 1, None, self.world.now_s)
-        until = span.until if span.until is not None else self.world.now_s
-        since = span.since if span.since is not None else until - THIRTY_DAYS_S
-        if until - since > CSV_MAX_DAYS * 86_400:
+    def csv_window(self, request: Request, scale: int) -> tuple[int, int | None]:
+        """(since, until) in seconds (scale 1) or ms (1000): 30 days by default, at most 366.
+
+        Without untilDate the window runs up to and including now (until None), as the list
+        with the same sinceDate does: items dated at the present instant are exported.
+        """
+        span = window(request.query, "sinceDate", "untilDate", scale, None, self.world.now_s)
+        end = span.until if span.until is not None else self.world.now_s * scale
+        since = span.since if span.since is not None else end - THIRTY_DAYS_S * scale
+        if end - since > CSV_MAX_DAYS * 86_400 * scale:
             raise invalid("sinceDate", request.query.get("sinceDate", ""),
                           f"a timeframe of at most {CSV_MAX_DAYS} days before untilDate="
                           f"{request.query.get('untilDate') or 'now'}")
-        return since, until
+        return since, span.until
 
     def csv_export(self, request: Request, path_params: dict[str, str],
                    principal: Any) -> Response:
         scope = self.scope_of("", path_params, principal)
-        since, until = self.csv_window(request)
         world = self.world
         if "/commits/" in request.path:
+            since, until = self.csv_window(request, 1)
             found = self.store.commits(replace(
                 self.commit_query(request, scope, principal), since=since, until=until))
             rows: Any = (render.commit_csv_row(world, world.commits[i]) for i in found)
             header: tuple[str, ...] = render.COMMIT_CSV_HEADER
         else:
+            since, until = self.csv_window(request, 1000)
             found = self.store.pull_requests(replace(
-                self.pull_request_query(request, scope, principal),
-                since=since * 1000, until=until * 1000))
+                self.pull_request_query(request, scope, principal), since=since, until=until))
             rows = (render.pull_request_csv_row(world, world.prs[i]) for i in found)
             header = render.PULL_REQUEST_CSV_HEADER
         name = "commits" if "/commits/" in request.path else "pull-requests"
