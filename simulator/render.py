@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from time import gmtime
 
 import orjson
 
@@ -15,18 +15,21 @@ FILE_EXTS = (".py", ".ts", ".java", ".md", ".go", ".sql", ".yaml")
 
 
 def iso_seconds_z(epoch_s: int) -> str:
-    return datetime.fromtimestamp(epoch_s, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """`YYYY-MM-DDTHH:MM:SSZ`, formatted by hand: strftime costs ~3x as much, per item."""
+    t = gmtime(epoch_s)
+    return f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T{t[3]:02d}:{t[4]:02d}:{t[5]:02d}Z"
 
 
 def iso_micros_z(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seconds, millis = divmod(epoch_ms, 1000)
+    t = gmtime(seconds)
+    return f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T{t[3]:02d}:{t[4]:02d}:{t[5]:02d}.{millis:03d}000Z"
 
 
 def local_naive(epoch_s: int, tz_minutes: int) -> str:
     """The author's wall-clock time with the offset dropped, as the cloud commit `date` is."""
-    return datetime.fromtimestamp(epoch_s + tz_minutes * 60, timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%S"
-    )
+    t = gmtime(epoch_s + tz_minutes * 60)
+    return f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T{t[3]:02d}:{t[4]:02d}:{t[5]:02d}"
 
 
 def commit_files(commit: Commit) -> list[tuple[str, int, int]]:
