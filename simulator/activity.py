@@ -6,7 +6,13 @@ import random
 from itertools import accumulate
 
 from .generate import (
-    DAY_S, author_weights, heavy_tailed_lines, make_users, new_hash, new_pull_request, repo_name,
+    DAY_S,
+    author_weights,
+    heavy_tailed_lines,
+    make_users,
+    new_hash,
+    new_pull_request,
+    repo_name,
 )
 from .model import Commit, Repository
 from .world import Scope, World
@@ -69,7 +75,8 @@ def advance(world: World, seconds: int, edition_states: tuple[str, ...]) -> dict
         for pr in rng.sample(open_prs, min(len(open_prs), 3)):
             if pr.state == "OPEN":
                 pr.comment_count += 1
-                world.touch_pull_request(pr, (old_now + 1 + int(rng.random() * (seconds - 1))) * 1000)
+                when_ms = (old_now + 1 + int(rng.random() * (seconds - 1))) * 1000
+                world.touch_pull_request(pr, when_ms)
         summary["pull_request_changes"] = changed
 
         user_cum = author_weights(len(world.users))

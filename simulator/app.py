@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import SimConfig
 from .faults import Fault, FaultPlan
-from .http import Request, Response, html_response, json_response
+from .http import Request, Response, html_response
 from .params import ApiError
 from .queries import Store
 from .world import World

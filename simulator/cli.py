@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", default="", metavar="SPEC",
                         help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)")
     parser.add_argument("--now", type=int, default=None,
-                        help="the simulated clock, epoch seconds (default: 10 days ago, on the hour)")
+                        help="the simulated clock, epoch seconds "
+                             "(default: 10 days ago, on the hour)")
     parser.add_argument("--api-prefix", default=None, help="override the API path prefix")
     parser.add_argument("--workspace", default=SimConfig.workspace, help="cloud workspace slug")
     parser.add_argument("--token", default=SimConfig.token, help="cloud access token to accept")

@@ -60,7 +60,7 @@ SERVER_STATES = (("OPEN", 0.0), ("MERGED", 0.72), ("DECLINED", 0.16))
 
 
 def new_hash(rng: random.Random) -> str:
-    return "%040x" % rng.getrandbits(160)
+    return f"{rng.getrandbits(160):040x}"
 
 
 def heavy_tailed_lines(rng: random.Random, merge: bool) -> tuple[int, int]:
@@ -90,7 +90,7 @@ def make_users(world: World, rng: random.Random, count: int, first_index: int = 
         world.add_user(
             User(
                 slug=slug,
-                uuid="{%s}" % uuid.UUID(int=rng.getrandbits(128), version=4),
+                uuid=f"{{{uuid.UUID(int=rng.getrandbits(128), version=4)}}}",
                 display_name=f"{first} {last}",
                 email=f"{slug}@corp.example",
                 aliases=aliases,
@@ -149,7 +149,7 @@ def make_commits(world: World, rng: random.Random, spec: SizeSpec, start_s: int)
         authors = rng.choices(author_ids, cum_weights=author_cum, k=len(times))
         main_tip: str | None = None
         branches: list[str] = []
-        for n, (when, author_id) in enumerate(zip(times, authors)):
+        for n, (when, author_id) in enumerate(zip(times, authors, strict=False)):
             if r == 0 and n == 1 and main_tip is not None:
                 # A planted pair sharing 12 hex digits, so ambiguous short ids are testable.
                 sha = main_tip[:12] + new_hash(rng)[12:]
@@ -246,7 +246,8 @@ def new_pull_request(
 
 
 def make_pull_requests(
-    world: World, rng: random.Random, spec: SizeSpec, start_s: int, states: tuple[tuple[str, float], ...]
+    world: World, rng: random.Random, spec: SizeSpec, start_s: int,
+    states: tuple[tuple[str, float], ...],
 ) -> None:
     repos = list(world.repos)
     repo_cum = list(accumulate(1.0 / (k + 1) ** 0.8 for k in range(len(repos))))

@@ -7,10 +7,10 @@ need the raw socket, which higher-level frameworks hide.
 from __future__ import annotations
 
 import socket
-import sys
-import traceback
 import struct
+import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 
 class ApiError(Exception):
@@ -33,13 +33,13 @@ def parse_instant(name: str, value: str) -> int:
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
-            return int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp())
+            return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise invalid(name, value, "an ISO-8601 date or timestamp such as "
                       "2026-01-31 or 2026-01-31T10:00:00+01:00") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp())
 
 
@@ -49,7 +49,7 @@ def parse_instant_ms(name: str, value: str) -> int:
         if len(text) > 10:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
+                moment = moment.replace(tzinfo=UTC)
             return int(round(moment.timestamp() * 1000))
     except ValueError:
         pass

@@ -117,7 +117,7 @@ class Store:
     def commit_item(self, idx: int) -> bytes:
         item = self._commit_bytes.get(idx)
         if item is None:
-            item = self._render_commit(self.world, self.world.commits[idx])
+            item = compact(self._render_commit(self.world, self.world.commits[idx]))
             self._commit_bytes[idx] = item
         return item
 
@@ -125,7 +125,7 @@ class Store:
         pr = self.world.prs[idx]
         cached = self._pr_bytes.get(idx)
         if cached is None or cached[0] != pr.version:
-            cached = (pr.version, self._render_pull_request(self.world, pr))
+            cached = (pr.version, compact(self._render_pull_request(self.world, pr)))
             self._pr_bytes[idx] = cached
         return cached[1]
 
@@ -133,6 +133,13 @@ class Store:
         """Drop serialised items after a change of how they are rendered (conditions)."""
         self._commit_bytes.clear()
         self._pr_bytes.clear()
+
+
+def compact(data: bytes) -> bytes:
+    """A right-sized copy for caching. orjson (3.12+; measured with 3.13) returns bytes holding
+    a buffer of about 4 KiB however short the JSON: cached as they are, the medium dataset's
+    commits took ~900 MB instead of ~100 MB."""
+    return bytes(memoryview(data))
 
 
 def percentile(sorted_values: list[int], fraction: float) -> float:

@@ -44,7 +44,7 @@ def commit_files(commit: Commit) -> list[tuple[str, int, int]]:
                     for _ in range(count)})
     added = split_total(rng, commit.added, len(paths))
     deleted = split_total(rng, commit.deleted, len(paths))
-    return list(zip(paths, added, deleted))
+    return list(zip(paths, added, deleted, strict=False))
 
 
 def split_total(rng: random.Random, total: int, parts: int) -> list[int]:

@@ -60,7 +60,8 @@ class ServerEdition(EditionBase):
                     route(f"{kind}.list.{level}", f"{prefix}/{kind}", self.item_list, True),
                 ]
         routes.append(route("commits.single.repository",
-                            "/projects/{project}/repos/{repo}/commits/{commit}", self.single_commit))
+                            "/projects/{project}/repos/{repo}/commits/{commit}",
+                            self.single_commit))
         return routes
 
     # rendering -------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class Simulator:
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Simulator":
+    def start(self) -> Simulator:
         from .http import SimHTTPServer
 
         self._server = SimHTTPServer((self.config.host, self.config.port), self.app)
@@ -77,7 +77,7 @@ class Simulator:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> "Simulator":
+    def __enter__(self) -> Simulator:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
