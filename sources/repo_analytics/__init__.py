@@ -1,0 +1,167 @@
+"""dlt source for the Repository Analytics Export API, cloud and self-hosted editions.
+
+`repo_analytics` is the source; its resources are made per endpoint and scope (one for the
+workspace, one per repository, one per user), each with its own incremental cursor, so a
+skipped or newly added scope never moves another scope's cursor.
+"""
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any, Optional, Union
+
+import dlt
+from dlt.extract.resource import DltResource
+
+from .client import ApiClient
+from .cloud import CLOUD
+from .errors import (
+    ConfigError, FatalApiError, RepoAnalyticsError, RetryBudgetExhausted, SkippableApiError,
+)
+from .plan import RunPlan, build_plan
+from .readers import ReadContext, Scope, read_directory, read_list, read_statistics, skipping
+from .report import RunReport
+from .scopes import (
+    all_users, discover_repositories, earliest_cursor, repository_scope, top_scope, user_scope,
+)
+from .tables import EditionSpec, Endpoint
+
+__all__ = [
+    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsError",
+    "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
+]
+
+EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD}
+
+
+@dlt.source(name="repo_analytics", max_table_nesting=0)
+def repo_analytics(
+    edition: str = dlt.config.value,
+    base_url: str = dlt.config.value,
+    api_prefix: Optional[str] = None,
+    workspace: Optional[str] = None,
+    levels: Optional[Union[list[str], str]] = None,
+    resources: Optional[Union[list[str], str]] = None,
+    repositories: Optional[Union[list[str], str]] = "all",
+    users: Optional[Union[list[str], str]] = "all",
+    start_date: Optional[str] = None,
+    end_date: Optional[str] = None,
+    lookback_days: float = 3,
+    page_size: Optional[int] = None,
+    statistics_period: str = "day",
+    concurrency: int = 4,
+    retry: Optional[dict[str, Any]] = None,
+    token: Optional[str] = dlt.secrets.value,
+    username: Optional[str] = None,
+    password: Optional[str] = dlt.secrets.value,
+    report: Optional[RunReport] = None,
+    now: Optional[datetime] = None,
+) -> Iterator[DltResource]:
+    """Commits, pull requests, statistics and users of one host, as dlt resources.
+
+    Args:
+        edition: `cloud` or `server`.
+        base_url: the host, e.g. `https://analytics.example.com`.
+        api_prefix: the API path prefix; the edition's default when empty.
+        workspace: the cloud workspace slug.
+        levels: levels to read (cloud: workspace, repository, user); all by default.
+        resources: resource families to read (commits, pull_requests, ...); all by default.
+        repositories: `all` (discovered) or repository slugs.
+        users: `all` (the user list) or user uuids.
+        start_date: the first instant of a first run (default: 30 days before `end_date`).
+        end_date: the frozen upper bound (default: now, at the start of the run).
+        lookback_days: how far before each cursor every run re-reads, for late data.
+        page_size: page size; the edition's maximum by default.
+        statistics_period: day, week or month: the grain of statistics rows.
+        concurrency: how many scopes are read at once.
+        retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...).
+        token: the access token (secret).
+        username: the self-hosted user name, with `password` (secret).
+        password: the self-hosted password (secret).
+        report: where this run's counts and skips are recorded.
+        now: the clock, for tests; the wall clock otherwise.
+
+    Yields:
+        One resource per selected endpoint and scope.
+    """
+    spec = EDITION_SPECS.get(edition)
+    if spec is None:
+        raise ConfigError("edition", edition, "one of " + ", ".join(EDITION_SPECS))
+    plan = build_plan(spec, {
+        "base_url": base_url, "api_prefix": api_prefix, "workspace": workspace,
+        "levels": levels, "resources": resources, "repositories": repositories,
+        "users": users, "start_date": start_date, "end_date": end_date,
+        "lookback_days": lookback_days, "page_size": page_size,
+        "statistics_period": statistics_period, "concurrency": concurrency, "retry": retry,
+        "token": token, "username": username, "password": password,
+    }, now)
+    run_report = report if report is not None else RunReport()
+    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
+                       spec.error_message, plan.client, run_report)
+    ctx = ReadContext(plan, client, run_report)
+    for endpoint, scope in planned_reads(ctx):
+        yield endpoint_resource(ctx, endpoint, scope)
+
+
+def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
+    """(endpoint, scope) pairs of this run, scopes discovered once and shared."""
+    plan = ctx.plan
+    wanted = [e for e in plan.edition.endpoints
+              if e.level in plan.levels and e.resource in plan.resources]
+    levels = {e.level for e in wanted}
+    scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
+    if "repository" in levels:
+        scopes["repository"] = [repository_scope(ctx, names)
+                                for names in sorted(repositories_to_read(ctx))]
+    if "user" in levels:
+        scopes["user"] = [user_scope(ctx, user) for user in users_to_read(ctx)]
+    for endpoint in wanted:
+        for scope in scopes.get(endpoint.level, ()):
+            yield endpoint, scope
+
+
+def repositories_to_read(ctx: ReadContext) -> set[tuple[str, ...]]:
+    """Configured repositories, or those active since the oldest cursor plus known ones."""
+    plan = ctx.plan
+    if plan.repositories is not None:
+        return {tuple(name.split("/")) for name in plan.repositories}
+    state = dlt.current.source_state()
+    known = {tuple(k) for k in state.get("known_repositories", [])}
+    oldest = earliest_cursor(state.get("resources", {}), "")
+    slack = plan.cursor_slack(True)
+    since = plan.start - slack if oldest is None else max(
+        plan.start - slack, oldest - plan.lookback - slack)
+    found = known | discover_repositories(ctx, since)
+    state["known_repositories"] = sorted(list(k) for k in found)
+    return found
+
+
+def users_to_read(ctx: ReadContext) -> list[str]:
+    """Configured users, or every user of the user list."""
+    return all_users(ctx) if ctx.plan.users is None else list(ctx.plan.users)
+
+
+def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> DltResource:
+    """One dlt resource reading `endpoint` for `scope`, with its own cursor."""
+    plan = ctx.plan
+    # Table hints travel with each yielded table (readers.tagged): one resource feeds a table
+    # and its child tables, and each must keep its own keys.
+    hints: dict[str, Any] = dict(name=f"{endpoint.name}:{scope.key}", table_name=endpoint.table,
+                                 parallelized=True, section="repo_analytics")
+    if endpoint.kind == "directory":
+        def directory() -> Iterator[Any]:
+            yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
+
+        return dlt.resource(directory, **hints)()
+
+    slack = plan.cursor_slack(endpoint.cursor_naive)
+    initial = plan.start - slack
+    if endpoint.cursor_naive:
+        initial = initial.replace(tzinfo=None)
+    reader = read_list if endpoint.kind == "list" else read_statistics
+
+    def dated(cursor: Any = dlt.sources.incremental(
+            endpoint.cursor or "", initial_value=initial, primary_key=(),
+            lag=(plan.lookback + 2 * slack) / timedelta(seconds=1))) -> Iterator[Any]:
+        yield from skipping(ctx, endpoint, scope, reader(ctx, endpoint, scope, cursor.last_value))
+
+    return dlt.resource(dated, **hints)()

@@ -1,0 +1,276 @@
+"""The one HTTP client: session per thread, auth, timeouts, tenacity retries, error classes.
+
+Every request of the extractor goes through `ApiClient.get`; nothing else imports requests.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import requests
+from dlt.common import logger
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
+from .report import RunReport
+from .settings import RETRYABLE_STATUSES, ClientSettings
+from .tables import ErrorRule
+
+JSON_TYPES = ("application/json", "text/json")
+
+
+class RetryableError(Exception):
+    """A transient failure; `retry_after` is the host's own wait hint in seconds."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.retry_after = reason, retry_after
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Transient failures, and skippable ones the host may clear soon (unindexed changes)."""
+    return isinstance(error, RetryableError) or (
+        isinstance(error, SkippableApiError) and error.retryable)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A decoded JSON answer and the URL it came from (sanitised)."""
+
+    body: Any
+    url: str
+
+
+def sanitise(url: str) -> str:
+    """The URL without user info, safe for logs and messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds (a number, or an HTTP date relative to now)."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+class HostGate:
+    """Shared by every thread talking to one host: a 429 holds all of them, not just one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._not_before = 0.0
+
+    def hold(self, seconds: float) -> None:
+        with self._lock:
+            self._not_before = max(self._not_before, time.monotonic() + seconds)
+
+    def wait_turn(self) -> float:
+        with self._lock:
+            delay = self._not_before - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+            return delay
+        return 0.0
+
+
+class ApiClient:
+    """GETs against one host's API prefix, with retries and classified errors.
+
+    Args:
+        api_base: base URL including the API prefix, e.g. `https://host/rest/latest`.
+        headers: auth and other headers (kept out of every log and message).
+        error_rules: the edition's classification of non-2xx answers.
+        error_message: reads the message out of the edition's error body.
+        settings: timeouts and retry limits.
+        report: where requests, retries and waits are counted.
+    """
+
+    def __init__(self, api_base: str, headers: Mapping[str, str],
+                 error_rules: tuple[ErrorRule, ...], error_message: Any,
+                 settings: ClientSettings, report: RunReport) -> None:
+        self.api_base = api_base.rstrip("/")
+        self._headers = dict(headers)
+        self._rules = error_rules
+        self._error_message = error_message
+        self.settings = settings
+        self.report = report
+        self.gate = HostGate()
+        self._local = threading.local()
+        self._wait_lock = threading.Lock()
+        self._waited = 0.0
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers.update(self._headers)
+            self._local.session = session
+        return session
+
+    def url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else self.api_base + path
+
+    # requests --------------------------------------------------------------------------------
+    def get_json(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
+        """One JSON answer; retried on transient failures, classified otherwise."""
+        return self._retrying(lambda: self._get_json_once(path, params, label), label)
+
+    def get_lines(self, path: str, params: Mapping[str, Any] | None, label: str,
+                  accept: str = "text/csv") -> Iterator[bytes]:
+        """A streamed text body, line by line (CSV exports); the whole body is never held."""
+        response = self._retrying(
+            lambda: self._open_stream(path, params, label, accept), label)
+        try:
+            yield from response.iter_lines()
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as error:
+            raise FatalApiError("stream_broken", f"the CSV stream from "
+                                f"{sanitise(response.url)} broke off: {error}; rerun to "
+                                "fetch it again") from None
+        finally:
+            response.close()
+
+    def _retrying(self, call: Any, label: str) -> Any:
+        retrying = Retrying(
+            stop=self._stop,
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            before_sleep=lambda state: self._before_sleep(state, label),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(call)
+        except RetryableError as error:
+            raise RetryBudgetExhausted(
+                f"`{label}` still failing after {self.settings.max_attempts} attempts "
+                f"({error.reason}); nothing of this run was loaded and the saved state is "
+                "unchanged: rerun later, or raise retry.max_attempts") from None
+
+    def _stop(self, state: RetryCallState) -> bool:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, SkippableApiError):
+            return state.attempt_number >= self.settings.skip_retry_attempts
+        return state.attempt_number >= self.settings.max_attempts
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        hint = error.retry_after if isinstance(error, RetryableError) else None
+        backoff = min(self.settings.max_wait_seconds,
+                      self.settings.backoff_base * 2 ** (state.attempt_number - 1))
+        seconds = hint if hint is not None else random.uniform(0, backoff)  # full jitter
+        if seconds > self.settings.max_wait_seconds:
+            raise RetryBudgetExhausted(
+                f"the host asked to wait {seconds:.0f} s, more than retry.max_wait_seconds="
+                f"{self.settings.max_wait_seconds:g}; nothing of this run was loaded: rerun "
+                "later")
+        with self._wait_lock:
+            if self._waited + seconds > self.settings.total_wait_seconds:
+                raise RetryBudgetExhausted(
+                    f"waiting {seconds:.1f} s more would pass retry.total_wait_seconds="
+                    f"{self.settings.total_wait_seconds:g} for this run; nothing of this run "
+                    "was loaded and the saved state is unchanged: rerun later")
+            self._waited += seconds
+        return seconds
+
+    def _before_sleep(self, state: RetryCallState, label: str) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        reason = error.reason if isinstance(error, RetryableError) else str(error)
+        seconds = state.upcoming_sleep
+        self.report.count_retry(label, seconds, reason)
+        if isinstance(error, RetryableError) and error.retry_after is not None:
+            self.gate.hold(seconds)
+        logger.warning(f"retrying {label} in {seconds:.2f} s (attempt "
+                       f"{state.attempt_number}): {reason}")
+
+    @staticmethod
+    def _sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _send(self, path: str, params: Mapping[str, Any] | None, label: str, accept: str,
+              stream: bool) -> requests.Response:
+        waited = self.gate.wait_turn()
+        if waited:
+            self.report.count_wait(label, waited)
+        url = self.url(path)
+        self.report.count_request(label)
+        try:
+            response = self._session().get(
+                url, params=params, headers={"Accept": accept}, stream=stream,
+                timeout=(self.settings.connect_timeout, self.settings.read_timeout))
+        except requests.Timeout:
+            raise RetryableError(f"timeout from {sanitise(url)}") from None
+        except requests.ConnectionError as error:
+            raise RetryableError(f"connection error from {sanitise(url)}: "
+                                 f"{type(error).__name__}") from None
+        if response.status_code >= 400 or response.status_code in RETRYABLE_STATUSES:
+            body = response.content
+            response.close()
+            self._raise_for(response, body)
+        return response
+
+    def _get_json_once(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
+        response = self._send(path, params, label, "application/json", stream=False)
+        try:
+            content = response.content
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+            raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind not in JSON_TYPES:
+            raise FatalApiError(
+                "not_json", f"the host answered {sanitise(response.url)} with 200 and "
+                f"`{kind or 'no content type'}` instead of JSON — most likely a single sign-on "
+                "or proxy login page: check base_url and that the API is reachable without "
+                "an interactive login", response.status_code, sanitise(response.url))
+        try:
+            return Answer(orjson.loads(content), sanitise(response.url))
+        except orjson.JSONDecodeError:
+            raise RetryableError(f"undecodable JSON body from {sanitise(response.url)}") from None
+
+    def _open_stream(self, path: str, params: Mapping[str, Any] | None, label: str,
+                     accept: str) -> requests.Response:
+        return self._send(path, params, label, accept, stream=True)
+
+    # classification ----------------------------------------------------------------------------
+    def _raise_for(self, response: requests.Response, body: bytes) -> None:
+        status = response.status_code
+        url = sanitise(response.url)
+        if status in RETRYABLE_STATUSES:
+            raise RetryableError(f"HTTP {status} from {url}",
+                                 retry_after_seconds(response.headers.get("Retry-After")))
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        message = ""
+        if kind in JSON_TYPES:
+            try:
+                message = str(self._error_message(orjson.loads(body)) or "")
+            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+                message = ""
+        for rule in self._rules:
+            if rule.matches(status, message, kind in JSON_TYPES):
+                text = rule.advice.format(status=status, url=url, message=message)
+                if rule.outcome in ("skip", "retry_then_skip"):
+                    raise SkippableApiError(rule.kind, text, status, url,
+                                            retryable=rule.outcome == "retry_then_skip")
+                raise FatalApiError(rule.kind, text, status, url)
+        raise FatalApiError("unexpected", f"HTTP {status} from {url}: "
+                            f"{message or 'no error message'}; the host refused a request this "
+                            "extractor did not expect to fail", status, url)

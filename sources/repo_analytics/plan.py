@@ -1,0 +1,153 @@
+"""Configuration checked once, before the first request, into an immutable `RunPlan`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from .dates import parse_user_instant
+from .errors import ConfigError
+from .settings import (
+    DEFAULT_CONCURRENCY, DEFAULT_LOOKBACK_DAYS, DEFAULT_START_DAYS, EDITIONS, LEVELS,
+    NAIVE_DATE_SLACK_HOURS, STATISTICS_PERIODS, ClientSettings,
+)
+from .tables import EditionSpec
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything one run needs to know, validated; `until` is frozen at the start."""
+
+    edition: EditionSpec
+    base_url: str
+    api_prefix: str
+    workspace: str | None
+    levels: tuple[str, ...]
+    resources: tuple[str, ...]
+    repositories: tuple[str, ...] | None  # None: discover
+    users: tuple[str, ...] | None  # None: every user of the user list
+    start: datetime
+    until: datetime
+    lookback: timedelta
+    page_size: int | None
+    statistics_period: str
+    concurrency: int
+    client: ClientSettings
+    credentials: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url.rstrip("/") + self.api_prefix
+
+    def cursor_slack(self, naive: bool) -> timedelta:
+        return timedelta(hours=NAIVE_DATE_SLACK_HOURS) if naive else timedelta(0)
+
+
+def one_of(key: str, value: Any, valid: Sequence[str]) -> str:
+    if value not in valid:
+        raise ConfigError(key, value, "one of " + ", ".join(valid))
+    return str(value)
+
+
+def name_list(key: str, value: Any, valid: Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """`all` (or nothing) -> None; a list or comma-separated string -> names."""
+    if value is None or value == "all" or value == ["all"]:
+        return None
+    names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(key, value, "`all` or a list of names")
+    if valid is not None:
+        for name in names:
+            one_of(key, name, valid)
+    return tuple(names)
+
+
+def number(key: str, value: Any, low: float, high: float, kind: type = float) -> Any:
+    try:
+        parsed = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(key, value, f"a number from {low:g} to {high:g}") from None
+    if not low <= parsed <= high:
+        raise ConfigError(key, value, f"a number from {low:g} to {high:g}")
+    return parsed
+
+
+def build_plan(edition: EditionSpec, values: Mapping[str, Any],
+               now: datetime | None = None) -> RunPlan:
+    """Validate raw config values into a plan; the first bad value raises `ConfigError`."""
+    one_of("edition", edition.name, EDITIONS)
+    base_url = str(values.get("base_url") or "")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("base_url", base_url or "(empty)",
+                          "the host's URL, e.g. https://analytics.example.com")
+    prefix = str(values.get("api_prefix") or edition.default_prefix)
+    if not prefix.startswith("/"):
+        raise ConfigError("api_prefix", prefix, "a path starting with /")
+    workspace = values.get("workspace")
+    if edition.name == "cloud" and not workspace:
+        raise ConfigError("workspace", workspace or "(empty)", "the workspace slug of the token")
+    levels = name_list("levels", values.get("levels"), LEVELS[edition.name]) or LEVELS[
+        edition.name]
+    families = sorted({e.resource for e in edition.endpoints})
+    resources = name_list("resources", values.get("resources"), families) or tuple(families)
+    until = (parse_user_instant("end_date", values["end_date"]) if values.get("end_date")
+             else (now or datetime.now(UTC)).replace(microsecond=0))
+    start = (parse_user_instant("start_date", values["start_date"]) if values.get("start_date")
+             else until - timedelta(days=DEFAULT_START_DAYS))
+    if start >= until:
+        raise ConfigError("start_date", values.get("start_date"),
+                          f"a date before end_date ({until.isoformat()})")
+    page_size = values.get("page_size")
+    retry = values.get("retry") or {}
+    client = ClientSettings(**{
+        k: number(f"retry.{k}", v, 0, 100_000, int if k in ("max_attempts",
+                                                             "skip_retry_attempts") else float)
+        for k, v in retry.items() if k in ClientSettings.__dataclass_fields__
+    })
+    unknown_retry = sorted(set(retry) - set(ClientSettings.__dataclass_fields__))
+    if unknown_retry:
+        raise ConfigError("retry", unknown_retry[0],
+                          "one of " + ", ".join(ClientSettings.__dataclass_fields__))
+    return RunPlan(
+        edition=edition,
+        base_url=base_url.rstrip("/"),
+        api_prefix=prefix.rstrip("/"),
+        workspace=str(workspace) if workspace else None,
+        levels=levels,
+        resources=resources,
+        repositories=name_list("repositories", values.get("repositories")),
+        users=name_list("users", values.get("users")),
+        start=start,
+        until=until,
+        lookback=timedelta(days=number("lookback_days", values.get(
+            "lookback_days", DEFAULT_LOOKBACK_DAYS), 0, 366)),
+        page_size=None if page_size in (None, "", 0) else number(
+            "page_size", page_size, 1, 1000, int),
+        statistics_period=one_of("statistics_period",
+                                 values.get("statistics_period") or "day", STATISTICS_PERIODS),
+        concurrency=number("concurrency", values.get("concurrency", DEFAULT_CONCURRENCY),
+                           1, 32, int),
+        client=client,
+        credentials=check_credentials(edition.name, values),
+    )
+
+
+def check_credentials(edition: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    token, username, password = (values.get("token"), values.get("username"),
+                                 values.get("password"))
+    if edition == "cloud":
+        if not token:
+            raise ConfigError("token", "(empty)", "the workspace access token, in "
+                              ".dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN")
+        return {"token": token}
+    if token:
+        return {"token": token}
+    if username and password:
+        return {"username": username, "password": password}
+    raise ConfigError("token", "(empty)", "a token, or a username and password, in "
+                      ".dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN / __USERNAME / "
+                      "__PASSWORD")

@@ -1,0 +1,201 @@
+"""Reading one endpoint for one scope into Arrow tables: lists, statistics, directories.
+
+These generators are what the dlt resources run. They turn skippable errors into report
+entries (the scope is skipped, the run goes on) and let fatal ones end the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import quote
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import dlt
+import pyarrow as pa
+from dlt.common import logger
+
+from .client import ApiClient, Answer
+from .dates import periods, wire
+from .errors import FatalApiError, SkippableApiError
+from .paging import pages
+from .plan import RunPlan
+from .report import RunReport
+from .tables import Endpoint, child_rows, to_arrow
+
+SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "freeze", "data_type": "freeze"}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where an endpoint is read: its level, a stable key, and the values for its path."""
+
+    level: str
+    key: str
+    path_values: Mapping[str, str]
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    def path(self, template: str) -> str:
+        return template.format(**{k: quote(v, safe="") for k, v in self.path_values.items()})
+
+
+@dataclass
+class ReadContext:
+    """What every reader of one run shares."""
+
+    plan: RunPlan
+    client: ApiClient
+    report: RunReport
+    working_paths: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def label_of(endpoint: Endpoint, scope: Scope) -> str:
+    return f"{endpoint.name}:{scope.key}"
+
+
+def bounds(ctx: ReadContext, endpoint: Endpoint, last_value: Any) -> tuple[datetime, datetime]:
+    """[since, until) for this read: the cursor minus the look-back, never before the start."""
+    plan = ctx.plan
+    slack = plan.cursor_slack(endpoint.cursor_naive)
+    earliest = plan.start - slack
+    if isinstance(last_value, datetime):
+        last = last_value if last_value.tzinfo else last_value.replace(tzinfo=UTC)
+        return max(earliest, last - plan.lookback - slack), plan.until
+    return earliest, plan.until
+
+
+def date_params(ctx: ReadContext, since: datetime, until: datetime) -> dict[str, str]:
+    spec = ctx.plan.edition
+    return {spec.since_param: wire(since), spec.until_param: wire(until)}
+
+
+def get_first_working(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+                      params: Mapping[str, Any]) -> Answer:
+    """GET the endpoint, trying its other path forms when one answers an HTML 404."""
+    label = label_of(endpoint, scope)
+    known = ctx.working_paths.get(endpoint.name)
+    candidates = [known] if known else [endpoint.path, *endpoint.alt_paths]
+    error: FatalApiError | None = None
+    for template in candidates:
+        try:
+            answer = ctx.client.get_json(scope.path(template), params, label)
+        except FatalApiError as failure:
+            if failure.kind != "app_missing" or not endpoint.alt_paths:
+                raise
+            error = failure
+            continue
+        with ctx.lock:
+            ctx.working_paths.setdefault(endpoint.name, template)
+        return answer
+    assert error is not None
+    raise error
+
+
+def table_hints(table: str, primary_key: tuple[str, ...], columns: dict[str, Any],
+                strategy: str = "delete-insert") -> Any:
+    """Hints for one table of a resource's output; each table gets its own variant."""
+    return dlt.mark.make_hints(
+        table_name=table, primary_key=list(primary_key),
+        write_disposition={"disposition": "merge", "strategy": strategy},
+        columns=columns, schema_contract=SCHEMA_CONTRACT)
+
+
+def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
+                  scope: Scope) -> Iterator[Any]:
+    """The items as the endpoint's table, then each child table, each with its own hints."""
+    table = to_arrow(items, endpoint.columns, scope.context)
+    yield tagged(endpoint, table)
+    for child in endpoint.children:
+        rows = child_rows(items, table, child, scope.context)
+        yield dlt.mark.with_hints(rows, table_hints(
+            child.table, child.primary_key, nullability(rows.schema)),
+            create_table_variant=True)
+
+
+def tagged(endpoint: Endpoint, table: pa.Table) -> Any:
+    return dlt.mark.with_hints(table, table_hints(
+        endpoint.table, endpoint.primary_key, nullability(table.schema),
+        endpoint.merge_strategy), create_table_variant=True)
+
+
+def nullability(schema: pa.Schema) -> dict[str, Any]:
+    """Column hints from an Arrow schema; zone-less timestamps stay zone-less in the table."""
+    hints: dict[str, Any] = {f.name: {"nullable": f.nullable} for f in schema}
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.tz is None:
+            hints[f.name].update(data_type="timestamp", timezone=False)
+    return hints
+
+
+def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+              last_value: Any) -> Iterator[Any]:
+    """Every page of a list endpoint for one scope, oldest first where the API allows."""
+    label = label_of(endpoint, scope)
+    since, until = bounds(ctx, endpoint, last_value)
+    params: dict[str, Any] = {**endpoint.params, **date_params(ctx, since, until)}
+    page_size = min(ctx.plan.page_size or endpoint.page_size or 1, endpoint.page_size or 1)
+    try:
+        yield from read_pages(ctx, endpoint, scope, params, page_size)
+    except SkippableApiError as error:
+        if error.kind != endpoint.degrade_on:
+            raise
+        ctx.report.note(f"{label}: {error}; read without {', '.join(endpoint.degrade_drops)}")
+        logger.warning(f"{label}: {error}; reading without {endpoint.degrade_drops}")
+        for name in endpoint.degrade_drops:
+            params.pop(name, None)
+        yield from read_pages(ctx, endpoint, scope, params, page_size)
+
+
+def read_pages(ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: dict[str, Any],
+               page_size: int) -> Iterator[Any]:
+    label = label_of(endpoint, scope)
+    paginator = ctx.plan.edition.paginator(page_size, ctx.plan.api_base)
+    for items in pages(ctx.client, paginator, scope.path(endpoint.path), params, label):
+        if items:
+            ctx.report.count_rows(label, len(items))
+            yield from with_children(ctx, endpoint, items, scope)
+
+
+def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+                    last_value: Any) -> Iterator[pa.Table]:
+    """One row per calendar period (day by default) and scope: a time series."""
+    label = label_of(endpoint, scope)
+    since, until = bounds(ctx, endpoint, last_value)
+    period = ctx.plan.statistics_period
+    rows: list[Any] = []
+    contexts: list[dict[str, Any]] = []
+    for start, end in periods(since, until, period):
+        params = {**endpoint.params, **date_params(ctx, start, end)}
+        body = get_first_working(ctx, endpoint, scope, params).body
+        rows.append(body)
+        contexts.append({**scope.context, "level": scope.level, "scope": scope.key,
+                         "period_start": start, "period_end": end, "period": period,
+                         **endpoint.params})
+    if rows:
+        ctx.report.count_rows(label, len(rows))
+        tables = [to_arrow([row], endpoint.columns, context)
+                  for row, context in zip(rows, contexts, strict=True)]
+        yield tagged(endpoint, pa.concat_tables(tables))
+
+
+def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[pa.Table]:
+    """A whole, unpaged list (the cloud user list)."""
+    body = get_first_working(ctx, endpoint, scope, dict(endpoint.params)).body
+    items = list(body.get("values") or ())
+    ctx.report.count_rows(label_of(endpoint, scope), len(items))
+    if items:
+        yield tagged(endpoint, to_arrow(items, endpoint.columns, scope.context))
+
+
+def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+             rows: Iterator[Any]) -> Iterator[Any]:
+    """Run a reader; a skippable error ends this scope only, and is reported."""
+    try:
+        yield from rows
+    except SkippableApiError as error:
+        label = label_of(endpoint, scope)
+        ctx.report.skip(label, error.kind, str(error))
+        logger.warning(f"skipped {label}: {error}")

@@ -1,0 +1,83 @@
+"""Which scopes a run reads: the top level, repositories and users, configured or discovered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from .dates import wire
+from .paging import pages
+from .readers import ReadContext, Scope, get_first_working
+from .tables import Endpoint, to_arrow
+
+
+def top_scope(ctx: ReadContext) -> Scope:
+    plan = ctx.plan
+    key = plan.workspace or plan.edition.top_level
+    values = {"workspace": plan.workspace} if plan.workspace else {}
+    return Scope(plan.edition.top_level, key, values)
+
+
+def repository_scope(ctx: ReadContext, names: tuple[str, ...]) -> Scope:
+    spec = ctx.plan.edition
+    values = dict(top_scope(ctx).path_values)
+    values.update(zip(spec.repository_path, names, strict=True))
+    return Scope("repository", "/".join(names), values, {"repository": "/".join(names)})
+
+
+def user_scope(ctx: ReadContext, user: str) -> Scope:
+    values = {**top_scope(ctx).path_values, "user": user}
+    return Scope("user", user, values, {"user": user})
+
+
+def endpoint_for(ctx: ReadContext, resource: str, level: str) -> Endpoint | None:
+    for endpoint in ctx.plan.edition.endpoints:
+        if endpoint.resource == resource and endpoint.level == level:
+            return endpoint
+    return None
+
+
+def discover_repositories(ctx: ReadContext, since: datetime) -> set[tuple[str, ...]]:
+    """Repositories with activity since `since`, from the top-level commit and PR lists."""
+    plan, spec = ctx.plan, ctx.plan.edition
+    found: set[tuple[str, ...]] = set()
+    top = top_scope(ctx)
+    for resource in ("commits", "pull_requests"):
+        endpoint = endpoint_for(ctx, resource, spec.top_level)
+        if endpoint is None or endpoint.page_size is None:
+            continue
+        params = {**endpoint.params, spec.since_param: wire(since),
+                  spec.until_param: wire(plan.until)}
+        paginator = spec.paginator(endpoint.page_size, plan.api_base)
+        key_columns = [c for c in endpoint.columns if c.name in spec.repository_key]
+        for items in pages(ctx.client, paginator, top.path(endpoint.path), params,
+                           f"discovery.{endpoint.name}"):
+            table = to_arrow(items, key_columns, {})
+            found.update(zip(*(table.column(name).to_pylist()
+                               for name in spec.repository_key), strict=True))
+    return found
+
+
+def all_users(ctx: ReadContext) -> list[str]:
+    endpoint = endpoint_for(ctx, "users", ctx.plan.edition.top_level)
+    if endpoint is None:
+        return []
+    body = get_first_working(ctx, endpoint, top_scope(ctx), endpoint.params).body
+    table: pa.Table = to_arrow(list(body.get("values") or ()), endpoint.columns, {})
+    return sorted(table.column(ctx.plan.edition.user_key).to_pylist())
+
+
+def earliest_cursor(resource_states: Mapping[str, Any], prefix: str) -> datetime | None:
+    """The oldest stored cursor among resources whose name starts with `prefix`."""
+    values: list[datetime] = []
+    for name, state in resource_states.items():
+        if not name.startswith(prefix):
+            continue
+        for cursor in (state.get("incremental") or {}).values():
+            last = cursor.get("last_value")
+            if isinstance(last, datetime):
+                values.append(last if last.tzinfo else last.replace(tzinfo=UTC))
+    return min(values) if values else None

@@ -1,0 +1,40 @@
+"""Constants and defaults of the extractor. No logic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Edition = Literal["cloud", "server"]
+EDITIONS: Final = ("cloud", "server")
+LEVELS: Final = {
+    "cloud": ("workspace", "repository", "user"),
+    "server": ("global", "project", "repository", "user"),
+}
+DEFAULT_API_PREFIX: Final = {"cloud": "/rest/latest", "server": "/rest/analytics-api/latest"}
+
+RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+
+DEFAULT_LOOKBACK_DAYS: Final = 3
+# The cloud commit `date` has no zone: it can be up to 14 h either side of the instant the API
+# filters by, so its cursor re-reads this much more (26 h: 14 h + 12 h, the widest offsets).
+NAIVE_DATE_SLACK_HOURS: Final = 26
+DEFAULT_START_DAYS: Final = 30
+STATISTICS_PERIODS: Final = ("day", "week", "month")
+DEFAULT_CONCURRENCY: Final = 4
+
+# Canonical resource families: a family is one endpoint kind at one level.
+RESOURCE_FAMILIES_DOC: Final = "see the README's resource table"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Timeouts and retry limits of the HTTP client (config section `retry`)."""
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_attempts: int = 8
+    backoff_base: float = 1.0
+    max_wait_seconds: float = 120.0
+    total_wait_seconds: float = 900.0
+    skip_retry_attempts: int = 3

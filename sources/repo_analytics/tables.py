@@ -1,0 +1,169 @@
+"""The shape of an edition's endpoint table, and the one mapper from items to Arrow tables.
+
+An edition module fills these records with data; nothing here knows about an edition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from .paging import Paginator
+
+Context = Mapping[str, Any]
+Outcome = Literal["fatal", "skip", "retry_then_skip"]
+Kind = Literal["list", "statistics", "directory"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One output column: read at `path` of an item (or of the context when it starts `@`)."""
+
+    name: str
+    path: tuple[str, ...]
+    type: pa.DataType
+    convert: Callable[[Any], Any] | None = None
+    nullable: bool = True
+
+    def read(self, item: Any, context: Context) -> Any:
+        if self.path and self.path[0].startswith("@"):
+            value = context.get(self.path[0][1:])
+        else:
+            value = item
+            for key in self.path:
+                if value is None:
+                    break
+                value = value.get(key) if isinstance(value, dict) else None
+        return self.convert(value) if self.convert is not None and value is not None else value
+
+
+def column(name: str, path: str, type_: pa.DataType, convert: Callable[[Any], Any] | None = None,
+           nullable: bool = True) -> Column:
+    """`path` is dotted (`author.display_name`), `@key` for a context value, `` for the item."""
+    return Column(name, tuple(path.split(".")) if path else (), type_, convert, nullable)
+
+
+@dataclass(frozen=True)
+class ChildTable:
+    """A list inside each item, as its own table keyed by the parent's natural key."""
+
+    table: str
+    list_path: tuple[str, ...]
+    parent_key: tuple[str, ...]  # the parent's natural key, copied into every child row
+    columns: tuple[Column, ...]
+    carry: tuple[str, ...] = ()  # further parent columns to copy (the cursor column)
+    position: str = "position"
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        return (*self.parent_key, self.position)
+
+    @property
+    def parent_columns(self) -> tuple[str, ...]:
+        return (*self.parent_key, *self.carry)
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """How to read one kind of error answer: which statuses and message, and what it means."""
+
+    kind: str
+    outcome: Outcome
+    advice: str  # may use {status}, {url}, {message}
+    statuses: tuple[int, ...] = ()
+    contains: str = ""  # case-insensitive substring of the error message
+    json_body: bool | None = None  # True: JSON error body only; False: non-JSON only
+
+    def matches(self, status: int, message: str, is_json: bool) -> bool:
+        if self.statuses and status not in self.statuses:
+            return False
+        if self.json_body is not None and self.json_body != is_json:
+            return False
+        return not self.contains or self.contains.lower() in message.lower()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint of an edition at one level, as data."""
+
+    resource: str  # resource family, e.g. "commits" (selectable by that name)
+    level: str
+    kind: Kind
+    path: str  # below the API prefix, with {workspace}, {repository}, {user}, {project}
+    table: str
+    primary_key: tuple[str, ...]
+    columns: tuple[Column, ...]
+    children: tuple[ChildTable, ...] = ()
+    cursor: str | None = None  # the column the incremental cursor follows
+    cursor_naive: bool = False  # the cursor column is a zone-less local time
+    params: Mapping[str, str] = field(default_factory=dict)
+    page_size: int | None = None  # the maximum page size; None for unpaged answers
+    alt_paths: tuple[str, ...] = ()  # tried in order when the path answers an HTML 404
+    dated: bool = True  # requests carry since and until bounds
+    merge_strategy: str = "delete-insert"
+    # On a skip of this kind, drop these parameters and read again (noted in the report):
+    # the cloud repository commit list without lines when indexing is disabled.
+    degrade_on: str | None = None
+    degrade_drops: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.resource}.{self.level}"
+
+
+@dataclass(frozen=True)
+class EditionSpec:
+    """What differs between editions, gathered in one record per edition."""
+
+    name: str
+    default_prefix: str
+    since_param: str
+    until_param: str
+    page_size_param: str
+    paginator: Callable[[int, str], Paginator]  # (page size, API base URL)
+    error_message: Callable[[Any], str]
+    error_rules: tuple[ErrorRule, ...]
+    endpoints: tuple[Endpoint, ...]
+    auth_headers: Callable[[Mapping[str, Any]], dict[str, str]]
+    top_level: str  # the level with one scope: cloud `workspace`, self-hosted `global`
+    repository_key: tuple[str, ...]  # columns naming a repository in list rows
+    repository_path: tuple[str, ...]  # the path placeholders they fill, in the same order
+    user_key: str  # the column of the user directory that names a user in paths
+
+
+def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
+
+
+def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
+    """Items (decoded JSON objects) as an Arrow table with the declared column types."""
+    arrays = [pa.array([c.read(item, context) for item in items], type=c.type) for c in columns]
+    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
+
+
+def child_rows(items: Sequence[Any], parent: pa.Table, child: ChildTable,
+               context: Context) -> pa.Table:
+    """Rows of a child table: the parent's key columns, a position, the child's columns."""
+    parent_values = {name: parent.column(name).to_pylist() for name in child.parent_columns}
+    rows: dict[str, list[Any]] = {name: [] for name in child.parent_columns}
+    rows[child.position] = []
+    elements: list[Any] = []
+    for index, item in enumerate(items):
+        value: Any = item
+        for key in child.list_path:
+            value = value.get(key) if isinstance(value, dict) else None
+        for position, element in enumerate(value or ()):
+            for name in child.parent_columns:
+                rows[name].append(parent_values[name][index])
+            rows[child.position].append(position)
+            elements.append(element)
+    fields = [parent.schema.field(name) for name in child.parent_columns]
+    fields.append(pa.field(child.position, pa.int32(), nullable=False))
+    arrays = [pa.array(rows[f.name], type=f.type) for f in fields]
+    for c in child.columns:
+        fields.append(pa.field(c.name, c.type, nullable=c.nullable))
+        arrays.append(pa.array([c.read(e, context) for e in elements], type=c.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
