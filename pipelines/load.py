@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,14 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
 
 
 def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
-    """Extract and load once; unfinished packages of a crashed run are dropped first."""
+    """Extract and load once; unfinished packages of a crashed run are dropped first.
+
+    `concurrency` (scopes read at once) becomes dlt's extract worker count unless
+    EXTRACT__WORKERS is set.
+    """
     report = RunReport()
+    if "concurrency" in source_args and "EXTRACT__WORKERS" not in os.environ:
+        os.environ["EXTRACT__WORKERS"] = str(source_args["concurrency"])
     if pipeline.has_pending_data:
         pipeline.drop_pending_packages()
     source = repo_analytics(report=report, **source_args)

@@ -1,0 +1,74 @@
+"""Fixtures for extractor tests: real pipeline runs into DuckDB files under tmp_path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dlt
+import duckdb
+import pytest
+
+from pipelines.load import LoadResult, make_pipeline, run_load
+from simulator import Simulator
+from tests.conftest import FIXED_NOW
+
+DATASET = "repo_analytics"
+# Fast retries for tests: the behaviour is the same, the waits are short.
+FAST_RETRY = {"backoff_base": 0.01, "max_wait_seconds": 5, "total_wait_seconds": 60,
+              "max_attempts": 6, "skip_retry_attempts": 2}
+
+
+@dataclass
+class Loader:
+    """Runs loads of one pipeline (one DuckDB file) against one simulator."""
+
+    sim: Simulator
+    path: Path
+
+    @property
+    def db_file(self) -> Path:
+        return self.path / "data.duckdb"
+
+    def pipeline(self) -> dlt.Pipeline:
+        return make_pipeline(destination=dlt.destinations.duckdb(str(self.db_file)),
+                             dataset_name=DATASET, pipelines_dir=str(self.path / "pipelines"),
+                             schemas_dir=self.path / "schemas")
+
+    def source_args(self, **overrides: Any) -> dict[str, Any]:
+        info = self.sim.info()
+        args: dict[str, Any] = {
+            "edition": self.sim.config.edition,
+            "base_url": self.sim.base_url,
+            "start_date": "2026-03-01",
+            "now": datetime.fromtimestamp(info["now"], UTC),
+            "retry": FAST_RETRY,
+        }
+        if self.sim.config.edition == "cloud":
+            args.update(workspace=info["workspace"], token=self.sim.config.token)
+        else:
+            args.update(username=self.sim.config.username, password=self.sim.config.password)
+        args.update(overrides)
+        return args
+
+    def load(self, **overrides: Any) -> LoadResult:
+        return run_load(self.pipeline(), **self.source_args(**overrides))
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with duckdb.connect(str(self.db_file), read_only=True) as con:
+            con.execute(f"SET schema '{DATASET}'")
+            return con.execute(sql).fetchall()
+
+
+@pytest.fixture
+def loader(tmp_path: Path) -> Iterator[Callable[[Simulator], Loader]]:
+    def make(sim: Simulator) -> Loader:
+        return Loader(sim, tmp_path)
+
+    yield make
+
+
+__all__ = ["FIXED_NOW", "FAST_RETRY", "Loader"]
