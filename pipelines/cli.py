@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED = 0, 1, 2, 3, 4
@@ -26,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default="repo_analytics", help="dataset (schema) name")
     parser.add_argument("--pipelines-dir", default=None, metavar="DIR",
                         help="where dlt keeps the pipeline's working state")
+    parser.add_argument("--schemas-dir", default=None, metavar="DIR",
+                        help="where the pinned (import/) and produced (export/) schemas live "
+                        "(default: the project's schemas/)")
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -45,9 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_command(args: argparse.Namespace) -> int:
-    from pipelines.load import make_pipeline, run_load
+    from pipelines.load import SCHEMAS, make_pipeline, run_load
     from sources.repo_analytics import (
-        ConfigError, FatalApiError, RepoAnalyticsError, RetryBudgetExhausted,
+        ConfigError,
+        FatalApiError,
+        RepoAnalyticsError,
+        RetryBudgetExhausted,
     )
 
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
@@ -55,7 +62,9 @@ def load_command(args: argparse.Namespace) -> int:
         import dlt
 
         pipeline = make_pipeline(destination=dlt.destinations.duckdb(args.duckdb),
-                                 dataset_name=args.dataset, pipelines_dir=args.pipelines_dir)
+                                 dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
+                                 schemas_dir=Path(args.schemas_dir) if args.schemas_dir
+                                 else SCHEMAS)
         result = run_load(pipeline, **overrides)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line and a code
         cause = root_cause(error)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import dlt
 from dlt.common.pipeline import LoadInfo
 
 from sources.repo_analytics import RunReport, repo_analytics
+from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
@@ -31,7 +34,7 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
         pipeline_name=pipeline_name,
         destination=destination or "duckdb",
         dataset_name=dataset_name,
-        pipelines_dir=pipelines_dir,
+        pipelines_dir=pipelines_dir,  # type: ignore[arg-type]  # None: dlt's default
         import_schema_path=str(schemas_dir / "import"),
         export_schema_path=str(schemas_dir / "export"),
     )
@@ -40,14 +43,27 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
 def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
     """Extract and load once; unfinished packages of a crashed run are dropped first.
 
-    `concurrency` (scopes read at once) becomes dlt's extract worker count unless
-    EXTRACT__WORKERS is set.
+    `concurrency` (scopes read at once) is dlt's extract worker count for this run, unless
+    EXTRACT__WORKERS is set in the environment.
     """
     report = RunReport()
-    if "concurrency" in source_args and "EXTRACT__WORKERS" not in os.environ:
-        os.environ["EXTRACT__WORKERS"] = str(source_args["concurrency"])
     if pipeline.has_pending_data:
         pipeline.drop_pending_packages()
-    source = repo_analytics(report=report, **source_args)
-    info = pipeline.run(source, loader_file_format="parquet")
+    workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
+    with extract_workers(workers):
+        source = repo_analytics(report=report, **source_args)
+        info = pipeline.run(source, loader_file_format="parquet")
     return LoadResult(info, report, pipeline)
+
+
+@contextmanager
+def extract_workers(count: str) -> Iterator[None]:
+    """dlt reads its worker count from config; set it for one run and put it back."""
+    if "EXTRACT__WORKERS" in os.environ:
+        yield
+        return
+    os.environ["EXTRACT__WORKERS"] = count
+    try:
+        yield
+    finally:
+        os.environ.pop("EXTRACT__WORKERS", None)

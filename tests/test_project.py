@@ -45,3 +45,22 @@ def test_secrets_file_is_ignored_and_an_example_is_committed() -> None:
     assert ".dlt/secrets.toml" in (ROOT / ".gitignore").read_text(encoding="utf-8")
     assert (ROOT / ".dlt" / "example.secrets.toml").is_file()
     assert (ROOT / ".dlt" / "config.toml").is_file()
+
+
+def test_every_table_and_config_key_is_documented() -> None:
+    import inspect
+
+    from sources.repo_analytics import EDITION_SPECS, repo_analytics
+
+    for spec in EDITION_SPECS.values():
+        for endpoint in spec.endpoints:
+            assert f"`{endpoint.table}`" in README, endpoint.table
+            for child in endpoint.children:
+                assert f"`{child.table}`" in README, child.table
+    internal = {"report", "now"}
+    parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
+    for name in parameters:
+        if name == "retry":
+            assert "`retry.max_attempts`" in README
+        elif name not in internal:
+            assert f"`{name}`" in README, name

@@ -15,13 +15,23 @@ from dlt.extract.resource import DltResource
 from .client import ApiClient
 from .cloud import CLOUD
 from .errors import (
-    ConfigError, FatalApiError, RepoAnalyticsError, RetryBudgetExhausted, SkippableApiError,
+    ConfigError,
+    FatalApiError,
+    RepoAnalyticsError,
+    RetryBudgetExhausted,
+    SkippableApiError,
 )
 from .plan import RunPlan, build_plan
 from .readers import ReadContext, Scope, read_directory, read_list, read_statistics, skipping
 from .report import RunReport
 from .scopes import (
-    all_users, discover_repositories, earliest_cursor, repository_scope, top_scope, user_scope,
+    all_users,
+    discover_repositories,
+    known_scopes,
+    latest_cursor,
+    repository_scope,
+    top_scope,
+    user_scope,
 )
 from .tables import EditionSpec, Endpoint
 
@@ -120,19 +130,24 @@ def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
 
 
 def repositories_to_read(ctx: ReadContext) -> set[tuple[str, ...]]:
-    """Configured repositories, or those active since the oldest cursor plus known ones."""
+    """Configured repositories, or those read before plus those active since the newest cursor.
+
+    The source function's own state writes are discarded by dlt, so the repositories read
+    before are the repository-level resources with a stored state. Discovery re-reads only the
+    look-back behind the newest cursor (the last run's end): an old cursor (a dormant user, a
+    scope with no items) must not make every nightly run re-read the workspace from the start.
+    """
     plan = ctx.plan
     if plan.repositories is not None:
         return {tuple(name.split("/")) for name in plan.repositories}
-    state = dlt.current.source_state()
-    known = {tuple(k) for k in state.get("known_repositories", [])}
-    oldest = earliest_cursor(state.get("resources", {}), "")
+    resource_states = dlt.current.source_state().get("resources", {})
+    known = known_scopes(resource_states, "repository")
+    newest = latest_cursor(resource_states)
     slack = plan.cursor_slack(True)
-    since = plan.start - slack if oldest is None else max(
-        plan.start - slack, oldest - plan.lookback - slack)
-    found = known | discover_repositories(ctx, since)
-    state["known_repositories"] = sorted(list(k) for k in found)
-    return found
+    since = plan.start - slack
+    if newest is not None and newest - plan.lookback - slack < plan.until:
+        since = max(since, newest - plan.lookback - slack)
+    return known | discover_repositories(ctx, since)
 
 
 def users_to_read(ctx: ReadContext) -> list[str]:
@@ -145,13 +160,15 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
     plan = ctx.plan
     # Table hints travel with each yielded table (readers.tagged): one resource feeds a table
     # and its child tables, and each must keep its own keys.
+    # `.parallelize()` after the call: dlt drops a decorator's `parallelized=True` when the
+    # resource is called with an incremental argument, and the scopes then run one by one.
     hints: dict[str, Any] = dict(name=f"{endpoint.name}:{scope.key}", table_name=endpoint.table,
-                                 parallelized=True, section="repo_analytics")
+                                 section="repo_analytics")
     if endpoint.kind == "directory":
         def directory() -> Iterator[Any]:
             yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
 
-        return dlt.resource(directory, **hints)()
+        return dlt.resource(directory, **hints)().parallelize()
 
     slack = plan.cursor_slack(endpoint.cursor_naive)
     initial = plan.start - slack
@@ -162,6 +179,9 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
     def dated(cursor: Any = dlt.sources.incremental(
             endpoint.cursor or "", initial_value=initial, primary_key=(),
             lag=(plan.lookback + 2 * slack) / timedelta(seconds=1))) -> Iterator[Any]:
-        yield from skipping(ctx, endpoint, scope, reader(ctx, endpoint, scope, cursor.last_value))
+        # `cursor.last_value` is already stepped back by `lag` (dlt applies it, so that its
+        # filter keeps re-read rows); `bounds` subtracts the look-back from the stored value.
+        stored = cursor.get_state().get("last_value")
+        yield from skipping(ctx, endpoint, scope, reader(ctx, endpoint, scope, stored))
 
-    return dlt.resource(dated, **hints)()
+    return dlt.resource(dated, **hints)().parallelize()

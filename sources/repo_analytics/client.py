@@ -53,6 +53,8 @@ def sanitise(url: str) -> str:
     """The URL without user info, safe for logs and messages."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
@@ -222,8 +224,15 @@ class ApiClient:
         except requests.ConnectionError as error:
             raise RetryableError(f"connection error from {sanitise(url)}: "
                                  f"{type(error).__name__}") from None
+        except requests.exceptions.ChunkedEncodingError:
+            # Not a ConnectionError subclass: a body cut short (fewer bytes than
+            # Content-Length), read inside `get` when not streaming.
+            raise RetryableError(f"truncated body from {sanitise(url)}") from None
         if response.status_code >= 400 or response.status_code in RETRYABLE_STATUSES:
-            body = response.content
+            try:
+                body = response.content
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                body = b""
             response.close()
             self._raise_for(response, body)
         return response

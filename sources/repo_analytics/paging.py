@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from .errors import FatalApiError, UnsafeLinkError
 
@@ -24,6 +24,19 @@ class Paginator(Protocol):
     def items(self, body: Any) -> list[Any]: ...
     @property
     def has_next(self) -> bool: ...
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(parts: SplitResult) -> tuple[str, str | None, int | None]:
+    """Scheme, host and port, the port made explicit (`https://h/` is `https://h:443/`)."""
+    return parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
+
+
+def has_dot_segments(path: str) -> bool:
+    """`.` or `..` segments (also percent-encoded): clients resolve them out of the prefix."""
+    return any(segment in (".", "..") for segment in unquote(path).split("/"))
 
 
 class NextLinkPaginator:
@@ -53,16 +66,23 @@ class NextLinkPaginator:
         self.has_next = bool(link)
         if not link:
             return
-        target = urlsplit(link)
-        same_origin = (target.scheme, target.hostname, target.port) == (
-            self._base.scheme, self._base.hostname, self._base.port)
-        if not same_origin or not target.path.startswith(self._base.path + "/"):
+        if not self._is_safe(link):
             raise UnsafeLinkError(link.split("?", 1)[0], self.api_base)
         if link in self._seen:
             raise FatalApiError("repeating_page", f"the host sent the same next link twice "
                                 f"(`{link}`); stopping instead of looping")
         self._seen.add(link)
         self._next = link
+
+    def _is_safe(self, link: str) -> bool:
+        """Same scheme, host and port as the API base, and a path inside its prefix."""
+        target = urlsplit(link)
+        try:
+            same_origin = origin(target) == origin(self._base)
+        except ValueError:  # a port that is not a number or out of range
+            return False
+        return (same_origin and not has_dot_segments(target.path)
+                and target.path.startswith(self._base.path + "/"))
 
     def update_request(self, params: dict[str, Any]) -> str | None:
         """The next URL: it carries every parameter itself, so `params` is emptied."""
@@ -92,7 +112,7 @@ class StartLimitPaginator:
         self.has_next = False
 
     def init_request(self, params: dict[str, Any]) -> None:
-        params["start"] = 0
+        params["start"] = self._last_start = 0  # the next start must pass the first page's
         params["limit"] = self.page_size
 
     def update_state(self, body: Any) -> None:

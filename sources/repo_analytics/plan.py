@@ -11,8 +11,14 @@ from urllib.parse import urlsplit
 from .dates import parse_user_instant
 from .errors import ConfigError
 from .settings import (
-    DEFAULT_CONCURRENCY, DEFAULT_LOOKBACK_DAYS, DEFAULT_START_DAYS, EDITIONS, LEVELS,
-    NAIVE_DATE_SLACK_HOURS, STATISTICS_PERIODS, ClientSettings,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_LOOKBACK_DAYS,
+    DEFAULT_START_DAYS,
+    EDITIONS,
+    LEVELS,
+    NAIVE_DATE_SLACK_HOURS,
+    STATISTICS_PERIODS,
+    ClientSettings,
 )
 from .tables import EditionSpec
 
@@ -103,6 +109,9 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                           f"a date before end_date ({until.isoformat()})")
     page_size = values.get("page_size")
     retry = values.get("retry") or {}
+    if not isinstance(retry, Mapping):
+        raise ConfigError("retry", retry, "a table of settings: "
+                          + ", ".join(ClientSettings.__dataclass_fields__))
     client = ClientSettings(**{
         k: number(f"retry.{k}", v, 0, 100_000, int if k in ("max_attempts",
                                                              "skip_retry_attempts") else float)
@@ -125,7 +134,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         until=until,
         lookback=timedelta(days=number("lookback_days", values.get(
             "lookback_days", DEFAULT_LOOKBACK_DAYS), 0, 366)),
-        page_size=None if page_size in (None, "", 0) else number(
+        page_size=None if page_size is None or page_size == "" else number(
             "page_size", page_size, 1, 1000, int),
         statistics_period=one_of("statistics_period",
                                  values.get("statistics_period") or "day", STATISTICS_PERIODS),

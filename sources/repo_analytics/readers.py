@@ -7,17 +7,17 @@ entries (the scope is skipped, the run goes on) and let fatal ones end the run.
 from __future__ import annotations
 
 import threading
-from urllib.parse import quote
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import dlt
 import pyarrow as pa
 from dlt.common import logger
 
-from .client import ApiClient, Answer
+from .client import Answer, ApiClient
 from .dates import periods, wire
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
@@ -99,7 +99,7 @@ def table_hints(table: str, primary_key: tuple[str, ...], columns: dict[str, Any
     """Hints for one table of a resource's output; each table gets its own variant."""
     return dlt.mark.make_hints(
         table_name=table, primary_key=list(primary_key),
-        write_disposition={"disposition": "merge", "strategy": strategy},
+        write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
         columns=columns, schema_contract=SCHEMA_CONTRACT)
 
 

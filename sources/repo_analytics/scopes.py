@@ -45,7 +45,9 @@ def discover_repositories(ctx: ReadContext, since: datetime) -> set[tuple[str, .
     plan, spec = ctx.plan, ctx.plan.edition
     found: set[tuple[str, ...]] = set()
     top = top_scope(ctx)
-    for resource in ("commits", "pull_requests"):
+    # Lists of the selected families only; statistics alone still need the commit list.
+    families = [r for r in ("commits", "pull_requests") if r in plan.resources] or ["commits"]
+    for resource in families:
         endpoint = endpoint_for(ctx, resource, spec.top_level)
         if endpoint is None or endpoint.page_size is None:
             continue
@@ -70,8 +72,8 @@ def all_users(ctx: ReadContext) -> list[str]:
     return sorted(table.column(ctx.plan.edition.user_key).to_pylist())
 
 
-def earliest_cursor(resource_states: Mapping[str, Any], prefix: str) -> datetime | None:
-    """The oldest stored cursor among resources whose name starts with `prefix`."""
+def stored_cursors(resource_states: Mapping[str, Any], prefix: str = "") -> list[datetime]:
+    """Stored cursors (as UTC) of resources whose name starts with `prefix`."""
     values: list[datetime] = []
     for name, state in resource_states.items():
         if not name.startswith(prefix):
@@ -80,4 +82,20 @@ def earliest_cursor(resource_states: Mapping[str, Any], prefix: str) -> datetime
             last = cursor.get("last_value")
             if isinstance(last, datetime):
                 values.append(last if last.tzinfo else last.replace(tzinfo=UTC))
-    return min(values) if values else None
+    return values
+
+
+def latest_cursor(resource_states: Mapping[str, Any], prefix: str = "") -> datetime | None:
+    """The newest stored cursor among resources whose name starts with `prefix`."""
+    return max(stored_cursors(resource_states, prefix), default=None)
+
+
+def known_scopes(resource_states: Mapping[str, Any], level: str) -> set[tuple[str, ...]]:
+    """Scopes of `level` read before: resources are named `<resource>.<level>:<scope key>`,
+    and their state is persisted (the source function's own state writes are discarded)."""
+    found: set[tuple[str, ...]] = set()
+    for name in resource_states:
+        endpoint, _, key = name.partition(":")
+        if key and endpoint.endswith("." + level):
+            found.add(tuple(key.split("/")))
+    return found

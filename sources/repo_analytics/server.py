@@ -1,0 +1,226 @@
+"""The self-hosted edition as data: its endpoints, columns, paging, auth and error reading."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+
+from .dates import utc_from_epoch_ms, utc_from_iso
+from .paging import StartLimitPaginator
+from .tables import ChildTable, Column, EditionSpec, Endpoint, ErrorRule, column
+
+UTC_TS: Final = pa.timestamp("us", tz="UTC")
+STR: Final = pa.string()
+INT: Final = pa.int64()
+BOOL: Final = pa.bool_()
+MAX_COMMITS: Final = 1000
+MAX_PULL_REQUESTS: Final = 500
+
+LEVEL_PATHS: Final = {
+    "global": "",
+    "project": "/projects/{project}",
+    "repository": "/projects/{project}/repos/{repository}",
+    "user": "/users/{user}",
+}
+USER_KEY: Final = column("read_for_user", "@user", STR, nullable=False)
+
+
+def count_of(values: Any) -> int:
+    return len(values)
+
+
+def is_merge(values: Any) -> bool:
+    return len(values) > 1
+
+
+def first_href(links: Any) -> str | None:
+    hrefs = [link.get("href") for link in links.get("self") or () if isinstance(link, dict)]
+    return hrefs[0] if hrefs else None
+
+
+COMMIT_COLUMNS: Final = (
+    column("project_key", "repository.project.key", STR, nullable=False),
+    column("repository_slug", "repository.slug", STR, nullable=False),
+    column("id", "id", STR, nullable=False),
+    column("repository_name", "repository.name", STR),
+    column("project_name", "repository.project.name", STR),
+    column("author_name", "author.displayName", STR),
+    column("author_email", "author.emailAddress", STR),
+    # Present only when the author is a platform user (through the primary e-mail).
+    column("user_name", "user.name", STR),
+    column("user_display_name", "user.displayName", STR),
+    column("user_email", "user.emailAddress", STR),
+    column("author_timestamp", "authorTimestamp", UTC_TS, utc_from_iso, nullable=False),
+    column("lines_added", "linesOfCode.added", INT),
+    column("lines_deleted", "linesOfCode.deleted", INT),
+    column("parent_count", "parents", pa.int32(), count_of),
+    column("is_merge", "parents", BOOL, is_merge),
+)
+COMMIT_KEY: Final = ("project_key", "repository_slug", "id")
+PARENTS: Final = ChildTable(
+    table="server_commit_parents",
+    list_path=("parents",),
+    parent_key=COMMIT_KEY,
+    carry=("author_timestamp",),
+    # May be abbreviated (20 characters were seen): never assume a full hash.
+    columns=(column("parent_id", "id", STR),),
+)
+
+PARTICIPANT_COLUMNS: Final = (
+    column("user_name", "user.name", STR),
+    column("user_display_name", "user.displayName", STR),
+    column("user_email", "user.emailAddress", STR),
+    column("role", "role", STR),
+    column("approved", "approved", BOOL),
+    column("status", "status", STR),
+)
+PR_KEY: Final = ("project_key", "repository_slug", "id")
+PULL_REQUEST_COLUMNS: Final = (
+    column("project_key", "toRef.repository.project.key", STR, nullable=False),
+    column("repository_slug", "toRef.repository.slug", STR, nullable=False),
+    column("id", "id", INT, nullable=False),
+    column("title", "title", STR),
+    column("description", "description", STR),
+    column("state", "state", STR),
+    column("open", "open", BOOL),
+    column("closed", "closed", BOOL),
+    column("locked", "locked", BOOL),
+    column("version", "version", INT),
+    column("created_at", "createdDate", UTC_TS, utc_from_epoch_ms),
+    column("updated_at", "updatedDate", UTC_TS, utc_from_epoch_ms, nullable=False),
+    column("author_name", "author.user.name", STR),
+    column("author_display_name", "author.user.displayName", STR),
+    column("author_email", "author.user.emailAddress", STR),
+    column("from_branch", "fromRef.displayId", STR),
+    column("from_ref", "fromRef.id", STR),
+    column("from_project_key", "fromRef.repository.project.key", STR),
+    column("from_repository_slug", "fromRef.repository.slug", STR),
+    column("from_latest_commit", "fromRef.latestCommit", STR),
+    column("to_branch", "toRef.displayId", STR),
+    column("to_ref", "toRef.id", STR),
+    column("to_latest_commit", "toRef.latestCommit", STR),
+    column("repository_name", "toRef.repository.name", STR),
+    column("project_name", "toRef.repository.project.name", STR),
+    column("link", "links", STR, first_href),
+)
+
+
+def people(table: str, path: str) -> ChildTable:
+    return ChildTable(table=table, list_path=(path,), parent_key=PR_KEY, carry=("updated_at",),
+                      columns=PARTICIPANT_COLUMNS)
+
+
+REVIEWERS: Final = people("server_pull_request_reviewers", "reviewers")
+PARTICIPANTS: Final = people("server_pull_request_participants", "participants")
+
+PERIOD_COLUMNS: Final = (
+    column("level", "@level", STR, nullable=False),
+    column("scope", "@scope", STR, nullable=False),
+    column("period_start", "@period_start", UTC_TS, nullable=False),
+    column("period", "@period", STR, nullable=False),
+    column("period_end", "@period_end", UTC_TS, nullable=False),
+)
+COMMIT_STATISTICS_COLUMNS: Final = (
+    *PERIOD_COLUMNS,
+    column("merges", "@merges", STR, nullable=False),
+    column("commits", "commits", INT),
+    column("lines_added", "linesOfCode.added", INT),
+    column("lines_deleted", "linesOfCode.deleted", INT),
+)
+PR_STATISTICS_COLUMNS: Final = (
+    *PERIOD_COLUMNS,
+    column("state_filter", "@state", STR, nullable=False),
+    column("date_type", "@dateType", STR, nullable=False),
+    column("pull_requests", "pullRequests", INT),
+    column("declined", "state.declined", INT),
+    column("merged", "state.merged", INT),
+    column("open", "state.open", INT),
+)
+STATISTICS_KEY: Final = ("level", "scope", "period_start", "period")
+
+COMMIT_LIST_PARAMS: Final = {"merges": "include", "order": "oldest"}
+PR_LIST_PARAMS: Final = {"state": "all", "dateType": "updated"}
+
+
+def level_endpoints(level: str) -> tuple[Endpoint, ...]:
+    """Lists and statistics of commits and pull requests at one level."""
+    prefix = LEVEL_PATHS[level]
+    extra: tuple[Column, ...] = (USER_KEY,) if level == "user" else ()
+    user_key: tuple[str, ...] = ("read_for_user",) if level == "user" else ()
+    suffix = "" if level == "repository" else f"_{level}"
+    return (
+        Endpoint("commits", level, "list", f"{prefix}/commits", f"server_commits{suffix}",
+                 (*user_key, *COMMIT_KEY), (*extra, *COMMIT_COLUMNS), (PARENTS,),
+                 cursor="author_timestamp", params=COMMIT_LIST_PARAMS, page_size=MAX_COMMITS),
+        Endpoint("pull_requests", level, "list", f"{prefix}/pull-requests",
+                 f"server_pull_requests{suffix}", (*user_key, *PR_KEY),
+                 (*extra, *PULL_REQUEST_COLUMNS), (REVIEWERS, PARTICIPANTS),
+                 cursor="updated_at", params=PR_LIST_PARAMS, page_size=MAX_PULL_REQUESTS),
+        Endpoint("commit_statistics", level, "statistics", f"{prefix}/commits/statistics",
+                 "server_commit_statistics", (*STATISTICS_KEY, "merges"),
+                 COMMIT_STATISTICS_COLUMNS, cursor="period_end", params={"merges": "include"}),
+        Endpoint("pull_request_statistics", level, "statistics",
+                 f"{prefix}/pull-requests/statistics", "server_pull_request_statistics",
+                 (*STATISTICS_KEY, "state_filter", "date_type"), PR_STATISTICS_COLUMNS,
+                 cursor="period_end", params={"state": "all", "dateType": "created"}),
+    )
+
+
+ENDPOINTS: Final = tuple(e for level in LEVEL_PATHS for e in level_endpoints(level))
+
+ERROR_RULES: Final = (
+    ErrorRule("credentials_refused", "fatal", "the host refused the credentials (HTTP "
+              "{status}: {message}): check username/password or the access token "
+              "(SOURCES__REPO_ANALYTICS__TOKEN, or __USERNAME and __PASSWORD)",
+              statuses=(401,)),
+    ErrorRule("no_license", "fatal", "the instance has no commercial or evaluation licence "
+              "for the app (HTTP {status}: {message}); ask an administrator to install one",
+              statuses=(402,)),
+    ErrorRule("app_missing", "fatal", "{url} answered HTTP 404 with a web page, not an API "
+              "error: the app is not installed or older than 5.2.0 (update it), or base_url / "
+              "api_prefix is wrong", statuses=(404,), json_body=False),
+    ErrorRule("not_found", "skip", "not found ({message}) at {url}", statuses=(404,)),
+    ErrorRule("forbidden", "skip", "forbidden ({message}) at {url}: the user may not read "
+              "it", statuses=(403,)),
+    ErrorRule("unindexed", "retry_then_skip", "the repository has unindexed changes "
+              "({message}); it is retried on the next run", statuses=(409,)),
+    ErrorRule("ambiguous_commit", "skip", "an abbreviated commit id is ambiguous ({message})",
+              statuses=(400,), contains="ambiguous"),
+    ErrorRule("invalid_request", "fatal", "the host rejected the request as invalid (HTTP "
+              "{status}: {message}); request sent: {url}. This is a bug or an unsupported "
+              "setting: please report it with this line", statuses=(400,)),
+)
+
+
+def error_message(body: Any) -> str:
+    errors = body.get("errors") or [{}]
+    return str(errors[0].get("message") or "")
+
+
+def auth_headers(credentials: Mapping[str, Any]) -> dict[str, str]:
+    """A personal access token as `Bearer`, or HTTP basic credentials."""
+    if credentials.get("token"):
+        return {"Authorization": f"Bearer {credentials['token']}"}
+    pair = f"{credentials['username']}:{credentials['password']}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+
+
+SERVER: Final = EditionSpec(
+    name="server",
+    default_prefix="/rest/analytics-api/latest",
+    since_param="sinceDate",
+    until_param="untilDate",
+    page_size_param="limit",
+    paginator=StartLimitPaginator,
+    error_message=error_message,
+    error_rules=ERROR_RULES,
+    endpoints=ENDPOINTS,
+    auth_headers=auth_headers,
+    top_level="global",
+    repository_key=("project_key", "repository_slug"),
+    repository_path=("project", "repository"),
+    user_key="user_name",
+)
