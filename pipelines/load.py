@@ -12,6 +12,7 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import LoadInfo
 
+from pipelines.views import create_views
 from sources.repo_analytics import RunReport, repo_analytics
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
@@ -53,6 +54,8 @@ def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
     with extract_workers(workers):
         source = repo_analytics(report=report, **source_args)
         info = pipeline.run(source, loader_file_format="parquet")
+    if pipeline.destination.destination_name == "duckdb":
+        create_views(pipeline)
     return LoadResult(info, report, pipeline)
 
 

@@ -14,6 +14,7 @@ from dlt.extract.resource import DltResource
 
 from .client import ApiClient
 from .cloud import CLOUD
+from .csv_export import read_csv
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -25,14 +26,17 @@ from .plan import RunPlan, build_plan
 from .readers import ReadContext, Scope, read_directory, read_list, read_statistics, skipping
 from .report import RunReport
 from .scopes import (
-    all_users,
-    discover_repositories,
+    Discovered,
+    directory_users,
+    discover,
     known_scopes,
     latest_cursor,
+    project_scope,
     repository_scope,
     top_scope,
     user_scope,
 )
+from .server import SERVER
 from .tables import EditionSpec, Endpoint
 
 __all__ = [
@@ -40,7 +44,7 @@ __all__ = [
     "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
 ]
 
-EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD}
+EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD, "server": SERVER}
 
 
 @dlt.source(name="repo_analytics", max_table_nesting=0)
@@ -49,6 +53,7 @@ def repo_analytics(
     base_url: str = dlt.config.value,
     api_prefix: Optional[str] = None,
     workspace: Optional[str] = None,
+    projects: Optional[Union[list[str], str]] = "all",
     levels: Optional[Union[list[str], str]] = None,
     resources: Optional[Union[list[str], str]] = None,
     repositories: Optional[Union[list[str], str]] = "all",
@@ -59,6 +64,7 @@ def repo_analytics(
     page_size: Optional[int] = None,
     statistics_period: str = "day",
     concurrency: int = 4,
+    with_files: bool = False,
     retry: Optional[dict[str, Any]] = None,
     token: Optional[str] = dlt.secrets.value,
     username: Optional[str] = None,
@@ -73,16 +79,19 @@ def repo_analytics(
         base_url: the host, e.g. `https://analytics.example.com`.
         api_prefix: the API path prefix; the edition's default when empty.
         workspace: the cloud workspace slug.
+        projects: self-hosted: `all` (discovered) or project keys.
         levels: levels to read (cloud: workspace, repository, user); all by default.
         resources: resource families to read (commits, pull_requests, ...); all by default.
-        repositories: `all` (discovered) or repository slugs.
-        users: `all` (the user list) or user uuids.
+        repositories: `all` (discovered) or repository slugs (self-hosted: `KEY/slug`).
+        users: `all` (cloud: the user list; self-hosted: users seen in the global lists) or
+            user uuids (cloud) or user slugs (self-hosted).
         start_date: the first instant of a first run (default: 30 days before `end_date`).
         end_date: the frozen upper bound (default: now, at the start of the run).
         lookback_days: how far before each cursor every run re-reads, for late data.
         page_size: page size; the edition's maximum by default.
         statistics_period: day, week or month: the grain of statistics rows.
-        concurrency: how many scopes are read at once.
+        concurrency: how many scopes (and single commits) are read at once.
+        with_files: self-hosted: fetch each new commit's per-file line changes.
         retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...).
         token: the access token (secret).
         username: the self-hosted user name, with `password` (secret).
@@ -98,10 +107,12 @@ def repo_analytics(
         raise ConfigError("edition", edition, "one of " + ", ".join(EDITION_SPECS))
     plan = build_plan(spec, {
         "base_url": base_url, "api_prefix": api_prefix, "workspace": workspace,
+        "projects": projects,
         "levels": levels, "resources": resources, "repositories": repositories,
         "users": users, "start_date": start_date, "end_date": end_date,
         "lookback_days": lookback_days, "page_size": page_size,
         "statistics_period": statistics_period, "concurrency": concurrency, "retry": retry,
+        "with_files": with_files,
         "token": token, "username": username, "password": password,
     }, now)
     run_report = report if report is not None else RunReport()
@@ -119,40 +130,50 @@ def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
               if e.level in plan.levels and e.resource in plan.resources]
     levels = {e.level for e in wanted}
     scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
-    if "repository" in levels:
-        scopes["repository"] = [repository_scope(ctx, names)
-                                for names in sorted(repositories_to_read(ctx))]
-    if "user" in levels:
-        scopes["user"] = [user_scope(ctx, user) for user in users_to_read(ctx)]
+    if levels & {"project", "repository", "user"}:
+        repositories, users = scopes_to_read(ctx, "user" in levels)
+        scopes["repository"] = [repository_scope(ctx, names) for names in sorted(repositories)]
+        projects = plan.projects if plan.projects is not None else sorted(
+            {names[0] for names in repositories if len(names) > 1})
+        scopes["project"] = [project_scope(ctx, key) for key in projects]
+        scopes["user"] = [user_scope(ctx, user) for user in users]
     for endpoint in wanted:
         for scope in scopes.get(endpoint.level, ()):
             yield endpoint, scope
 
 
-def repositories_to_read(ctx: ReadContext) -> set[tuple[str, ...]]:
-    """Configured repositories, or those read before plus those active since the newest cursor.
+def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, ...]], list[str]]:
+    """Repositories and users: configured, or read before plus active since the newest cursor.
 
-    The source function's own state writes are discarded by dlt, so the repositories read
-    before are the repository-level resources with a stored state. Discovery re-reads only the
-    look-back behind the newest cursor (the last run's end): an old cursor (a dormant user, a
-    scope with no items) must not make every nightly run re-read the workspace from the start.
+    The source function's own state writes are discarded by dlt, so the scopes read before
+    are those with a stored resource state. Discovery re-reads only the look-back behind the
+    newest cursor (the last run's end): an old cursor (a dormant user, a scope with no items)
+    must not make every nightly run re-read the top-level lists from the start.
     """
     plan = ctx.plan
-    if plan.repositories is not None:
-        return {tuple(name.split("/")) for name in plan.repositories}
+    configured_repos = plan.repositories is not None
+    directory = directory_users(ctx) if need_users and plan.users is None else None
+    discovered = Discovered()
     resource_states = dlt.current.source_state().get("resources", {})
-    known = known_scopes(resource_states, "repository")
-    newest = latest_cursor(resource_states)
-    slack = plan.cursor_slack(True)
-    since = plan.start - slack
-    if newest is not None and newest - plan.lookback - slack < plan.until:
-        since = max(since, newest - plan.lookback - slack)
-    return known | discover_repositories(ctx, since)
-
-
-def users_to_read(ctx: ReadContext) -> list[str]:
-    """Configured users, or every user of the user list."""
-    return all_users(ctx) if ctx.plan.users is None else list(ctx.plan.users)
+    if not configured_repos or (need_users and plan.users is None and directory is None):
+        newest = latest_cursor(resource_states)
+        slack = plan.cursor_slack(True)
+        since = plan.start - slack
+        if newest is not None and newest - plan.lookback - slack < plan.until:
+            since = max(since, newest - plan.lookback - slack)
+        discovered = discover(ctx, since)
+    if configured_repos:
+        repositories = {tuple(name.split("/")) for name in plan.repositories or ()}
+    else:
+        repositories = known_scopes(resource_states, "repository") | discovered.repositories
+    if plan.users is not None:
+        users = list(plan.users)
+    elif directory is not None:
+        users = directory
+    else:
+        known = {key[0] for key in known_scopes(resource_states, "user")}
+        users = sorted(known | discovered.users)
+    return repositories, users
 
 
 def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> DltResource:
@@ -174,7 +195,7 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
     initial = plan.start - slack
     if endpoint.cursor_naive:
         initial = initial.replace(tzinfo=None)
-    reader = read_list if endpoint.kind == "list" else read_statistics
+    reader = {"list": read_list, "statistics": read_statistics, "csv": read_csv}[endpoint.kind]
 
     def dated(cursor: Any = dlt.sources.incremental(
             endpoint.cursor or "", initial_value=initial, primary_key=(),

@@ -14,9 +14,12 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+import dlt
 import pyarrow as pa
 
 from .dates import utc_from_iso, windows
+from .readers import ReadContext, Scope, bounds, date_params, label_of, nullability, table_hints
+from .tables import Endpoint
 
 BATCH_ROWS: Final = 5_000
 MAX_WINDOW: Final = timedelta(days=366)
@@ -103,3 +106,33 @@ def to_table(rows: list[list[str]], names: list[str], kinds: list[pa.DataType],
         arrays.append(pa.array([convert(r[index] if index < len(r) else "", kind)
                                 for r in rows], type=kind))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+             last_value: Any) -> Iterator[Any]:
+    """An export endpoint for one scope, in windows of at most 366 days, streamed."""
+    label = label_of(endpoint, scope)
+    since, until = bounds(ctx, endpoint, last_value)
+    for start, end in export_windows(since, until):
+        params = {**endpoint.params, **date_params(ctx, start, end)}
+        lines = ctx.client.get_lines(scope.path(endpoint.path), params, label)
+        context = {"level": scope.level, "scope": scope.key, "window_start": start,
+                   "window_end": end}
+        for table in csv_tables(lines, context):
+            ctx.report.count_rows(label, table.num_rows)
+            yield export_hints(endpoint, table)
+
+
+def export_hints(endpoint: Endpoint, table: pa.Table) -> Any:
+    """The natural key when the header has it; else the window, replaced when re-read."""
+    names = set(table.column_names)
+    if endpoint.csv_key and set(endpoint.csv_key) <= names:
+        key: tuple[str, ...] = ("level", "scope", *endpoint.csv_key)
+        merge_key: tuple[str, ...] = ()
+    else:
+        key = ("level", "scope", "window_start", "row_number")
+        merge_key = ("level", "scope", "window_start")
+    hints = table_hints(endpoint.table, key, nullability(table.schema))
+    if merge_key:
+        hints["merge_key"] = list(merge_key)
+    return dlt.mark.with_hints(table, hints, create_table_variant=True)

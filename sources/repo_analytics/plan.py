@@ -33,6 +33,7 @@ class RunPlan:
     workspace: str | None
     levels: tuple[str, ...]
     resources: tuple[str, ...]
+    projects: tuple[str, ...] | None  # None: discover (self-hosted)
     repositories: tuple[str, ...] | None  # None: discover
     users: tuple[str, ...] | None  # None: every user of the user list
     start: datetime
@@ -41,6 +42,7 @@ class RunPlan:
     page_size: int | None
     statistics_period: str
     concurrency: int
+    with_files: bool
     client: ClientSettings
     credentials: Mapping[str, Any] = field(repr=False)
 
@@ -69,6 +71,16 @@ def name_list(key: str, value: Any, valid: Sequence[str] | None = None) -> tuple
         for name in names:
             one_of(key, name, valid)
     return tuple(names)
+
+
+def flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "1", "yes"):
+        return True
+    if str(value).lower() in ("false", "0", "no", "", "none"):
+        return False
+    raise ConfigError(key, value, "true or false")
 
 
 def number(key: str, value: Any, low: float, high: float, kind: type = float) -> Any:
@@ -128,6 +140,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         workspace=str(workspace) if workspace else None,
         levels=levels,
         resources=resources,
+        projects=name_list("projects", values.get("projects")),
         repositories=name_list("repositories", values.get("repositories")),
         users=name_list("users", values.get("users")),
         start=start,
@@ -140,6 +153,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                                  values.get("statistics_period") or "day", STATISTICS_PERIODS),
         concurrency=number("concurrency", values.get("concurrency", DEFAULT_CONCURRENCY),
                            1, 32, int),
+        with_files=flag("with_files", values.get("with_files", False)),
         client=client,
         credentials=check_credentials(edition.name, values),
     )

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import dlt
@@ -24,6 +24,9 @@ from .paging import pages
 from .plan import RunPlan
 from .report import RunReport
 from .tables import Endpoint, child_rows, to_arrow
+
+if TYPE_CHECKING:
+    from .details import DetailSpec  # noqa: F401
 
 SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "freeze", "data_type": "freeze"}
 
@@ -110,9 +113,12 @@ def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
     yield tagged(endpoint, table)
     for child in endpoint.children:
         rows = child_rows(items, table, child, scope.context)
-        yield dlt.mark.with_hints(rows, table_hints(
-            child.table, child.primary_key, nullability(rows.schema)),
-            create_table_variant=True)
+        hints = table_hints(child.table, child.primary_key, nullability(rows.schema))
+        # A re-read parent replaces all its children: delete-insert by the parent's key.
+        hints["merge_key"] = list(child.parent_key)
+        yield dlt.mark.with_hints(rows, hints, create_table_variant=True)
+    if endpoint.details is not None and ctx.plan.with_files:
+        yield from fetch_details(ctx, endpoint.details, table, scope)
 
 
 def tagged(endpoint: Endpoint, table: pa.Table) -> Any:
@@ -128,6 +134,13 @@ def nullability(schema: pa.Schema) -> dict[str, Any]:
         if pa.types.is_timestamp(f.type) and f.type.tz is None:
             hints[f.name].update(data_type="timestamp", timezone=False)
     return hints
+
+
+def fetch_details(ctx: ReadContext, spec: Any, table: pa.Table,
+                  scope: Scope) -> Iterator[Any]:
+    from .details import read_details
+
+    yield from read_details(ctx, spec, table, scope)
 
 
 def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,10 +41,18 @@ def endpoint_for(ctx: ReadContext, resource: str, level: str) -> Endpoint | None
     return None
 
 
-def discover_repositories(ctx: ReadContext, since: datetime) -> set[tuple[str, ...]]:
-    """Repositories with activity since `since`, from the top-level commit and PR lists."""
+@dataclass
+class Discovered:
+    """What the top-level lists showed: repositories (by their key columns) and users."""
+
+    repositories: set[tuple[str, ...]] = field(default_factory=set)
+    users: set[str] = field(default_factory=set)
+
+
+def discover(ctx: ReadContext, since: datetime) -> Discovered:
+    """Repositories and users with activity since `since`, from the top-level lists."""
     plan, spec = ctx.plan, ctx.plan.edition
-    found: set[tuple[str, ...]] = set()
+    found = Discovered()
     top = top_scope(ctx)
     # Lists of the selected families only; statistics alone still need the commit list.
     families = [r for r in ("commits", "pull_requests") if r in plan.resources] or ["commits"]
@@ -54,19 +63,28 @@ def discover_repositories(ctx: ReadContext, since: datetime) -> set[tuple[str, .
         params = {**endpoint.params, spec.since_param: wire(since),
                   spec.until_param: wire(plan.until)}
         paginator = spec.paginator(endpoint.page_size, plan.api_base)
-        key_columns = [c for c in endpoint.columns if c.name in spec.repository_key]
+        wanted = set(spec.repository_key) | set(spec.user_columns)
+        key_columns = [c for c in endpoint.columns if c.name in wanted]
         for items in pages(ctx.client, paginator, top.path(endpoint.path), params,
                            f"discovery.{endpoint.name}"):
             table = to_arrow(items, key_columns, {})
-            found.update(zip(*(table.column(name).to_pylist()
-                               for name in spec.repository_key), strict=True))
+            found.repositories.update(zip(*(table.column(name).to_pylist()
+                                            for name in spec.repository_key), strict=True))
+            for name in spec.user_columns:
+                if name in table.column_names:
+                    found.users.update(u for u in table.column(name).to_pylist() if u)
     return found
 
 
-def all_users(ctx: ReadContext) -> list[str]:
+def project_scope(ctx: ReadContext, key: str) -> Scope:
+    return Scope("project", key, {"project": key}, {"project": key})
+
+
+def directory_users(ctx: ReadContext) -> list[str] | None:
+    """Every user of the edition's user list, or None when the edition has none."""
     endpoint = endpoint_for(ctx, "users", ctx.plan.edition.top_level)
     if endpoint is None:
-        return []
+        return None
     body = get_first_working(ctx, endpoint, top_scope(ctx), endpoint.params).body
     table: pa.Table = to_arrow(list(body.get("values") or ()), endpoint.columns, {})
     return sorted(table.column(ctx.plan.edition.user_key).to_pylist())

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 import pyarrow as pa
 
 from .dates import utc_from_epoch_ms, utc_from_iso
+from .details import DetailSpec
 from .paging import StartLimitPaginator
 from .tables import ChildTable, Column, EditionSpec, Endpoint, ErrorRule, column
 
@@ -47,7 +49,7 @@ COMMIT_COLUMNS: Final = (
     column("id", "id", STR, nullable=False),
     column("repository_name", "repository.name", STR),
     column("project_name", "repository.project.name", STR),
-    column("author_name", "author.displayName", STR),
+    column("author_display_name", "author.displayName", STR),
     column("author_email", "author.emailAddress", STR),
     # Present only when the author is a platform user (through the primary e-mail).
     column("user_name", "user.name", STR),
@@ -91,7 +93,7 @@ PULL_REQUEST_COLUMNS: Final = (
     column("version", "version", INT),
     column("created_at", "createdDate", UTC_TS, utc_from_epoch_ms),
     column("updated_at", "updatedDate", UTC_TS, utc_from_epoch_ms, nullable=False),
-    column("author_name", "author.user.name", STR),
+    column("author_user_name", "author.user.name", STR),
     column("author_display_name", "author.user.displayName", STR),
     column("author_email", "author.user.emailAddress", STR),
     column("from_branch", "fromRef.displayId", STR),
@@ -166,10 +168,38 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
                  f"{prefix}/pull-requests/statistics", "server_pull_request_statistics",
                  (*STATISTICS_KEY, "state_filter", "date_type"), PR_STATISTICS_COLUMNS,
                  cursor="period_end", params={"state": "all", "dateType": "created"}),
+        Endpoint("commit_exports", level, "csv", f"{prefix}/commits/export/csv",
+                 "server_commit_exports", (), (), cursor="window_end",
+                 params=COMMIT_LIST_PARAMS, csv_key=("project", "repository", "commit_hash")),
+        Endpoint("pull_request_exports", level, "csv", f"{prefix}/pull-requests/export/csv",
+                 "server_pull_request_exports", (), (), cursor="window_end",
+                 params=PR_LIST_PARAMS, csv_key=("project", "repository", "pull_request_id")),
     )
 
 
-ENDPOINTS: Final = tuple(e for level in LEVEL_PATHS for e in level_endpoints(level))
+FILES: Final = DetailSpec(
+    path="/projects/{project}/repos/{repository}/commits/{{id}}",
+    params={"withFiles": "true"},
+    table="server_commit_files",
+    id_column="id",
+    parent_key=COMMIT_KEY,
+    time_column="author_timestamp",
+    list_path=("files",),
+    columns=(column("path", "path", STR, nullable=False),
+             column("lines_added", "linesOfCode.added", INT),
+             column("lines_deleted", "linesOfCode.deleted", INT)),
+    element_key="path",
+)
+
+
+def with_files(endpoint: Endpoint) -> Endpoint:
+    """The repository-level commit list fetches per-file changes when `with_files` is on."""
+    if endpoint.resource == "commits" and endpoint.level == "repository":
+        return replace(endpoint, details=FILES)
+    return endpoint
+
+
+ENDPOINTS: Final = tuple(with_files(e) for level in LEVEL_PATHS for e in level_endpoints(level))
 
 ERROR_RULES: Final = (
     ErrorRule("credentials_refused", "fatal", "the host refused the credentials (HTTP "
@@ -223,4 +253,5 @@ SERVER: Final = EditionSpec(
     repository_key=("project_key", "repository_slug"),
     repository_path=("project", "repository"),
     user_key="user_name",
+    user_columns=("user_name", "author_user_name"),
 )

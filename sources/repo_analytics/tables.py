@@ -15,7 +15,7 @@ from .paging import Paginator
 
 Context = Mapping[str, Any]
 Outcome = Literal["fatal", "skip", "retry_then_skip"]
-Kind = Literal["list", "statistics", "directory"]
+Kind = Literal["list", "statistics", "directory", "csv"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,8 @@ class Endpoint:
     # the cloud repository commit list without lines when indexing is disabled.
     degrade_on: str | None = None
     degrade_drops: tuple[str, ...] = ()
+    csv_key: tuple[str, ...] = ()  # CSV exports: normalised header names of the natural key
+    details: Any = None  # a details.DetailSpec: per-item requests (opt-in with_files)
 
     @property
     def name(self) -> str:
@@ -132,6 +134,7 @@ class EditionSpec:
     repository_key: tuple[str, ...]  # columns naming a repository in list rows
     repository_path: tuple[str, ...]  # the path placeholders they fill, in the same order
     user_key: str  # the column of the user directory that names a user in paths
+    user_columns: tuple[str, ...] = ()  # list columns naming users, without a user directory
 
 
 def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:

@@ -161,7 +161,7 @@ def days(start: datetime, clock: datetime) -> list[tuple[datetime, datetime]]:
 def data_tables(loader: Loader) -> set[str]:
     return {name for (name,) in loader.rows(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "'repo_analytics' AND table_name NOT LIKE '_dlt%'")}
+        "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'")}
 
 
 def column_types(loader: Loader, table: str) -> dict[str, str]:
