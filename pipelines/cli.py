@@ -42,39 +42,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = commands.add_parser("load", help="the incremental load (run it nightly)",
                                description="Load what changed since the last run.")
-    for flag in LOAD_FLAGS:
-        load.add_argument("--" + flag.replace("_", "-"), dest=flag, default=None,
-                          help=f"overrides the `{flag}` setting")
+    backfill = commands.add_parser(
+        "backfill", help="load a long range in windows, resumable",
+        description="Load [--since, --until) in windows; a rerun resumes at the first "
+                    "unfinished window.")
+    backfill.add_argument("--since", default=None, help="first day (or use --days)")
+    backfill.add_argument("--until", default=None, help="end, exclusive (default now)")
+    backfill.add_argument("--days", type=int, default=None, help="the last N days")
+    backfill.add_argument("--window-days", type=int, default=30, help="window size (30)")
+    for command in (load, backfill):
+        for flag in LOAD_FLAGS:
+            if command is backfill and flag in ("start_date", "end_date"):
+                continue
+            command.add_argument("--" + flag.replace("_", "-"), dest=flag, default=None,
+                                 help=f"overrides the `{flag}` setting")
+    demo = commands.add_parser(
+        "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
+        description="Start a simulated host, backfill a year, advance its clock, run a "
+                    "nightly load, reconcile, and print what landed.")
+    demo.add_argument("--edition", choices=("cloud", "server"), default="cloud")
+    demo.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
+    demo.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
+                      help="build the simulated history from these git repositories")
     return parser
 
 
 def load_command(args: argparse.Namespace) -> int:
-    from pipelines.load import SCHEMAS, make_pipeline, run_load
-    from sources.repo_analytics import (
-        ConfigError,
-        FatalApiError,
-        RepoAnalyticsError,
-        RetryBudgetExhausted,
-    )
+    from pipelines.load import run_load
 
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
-    try:
-        import dlt
-
-        pipeline = make_pipeline(destination=dlt.destinations.duckdb(args.duckdb),
-                                 dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
-                                 schemas_dir=Path(args.schemas_dir) if args.schemas_dir
-                                 else SCHEMAS)
-        result = run_load(pipeline, **overrides)
-    except Exception as error:  # noqa: BLE001 - every failure becomes one line and a code
-        cause = root_cause(error)
-        if isinstance(cause, ConfigError) or is_missing_config(cause):
-            return fail(EXIT_CONFIG, config_message(cause))
-        if isinstance(cause, RetryBudgetExhausted):
-            return fail(EXIT_STOPPED, f"stopped: {cause}")
-        if isinstance(cause, (FatalApiError, RepoAnalyticsError)):
-            return fail(EXIT_FATAL, f"failed: {cause}")
-        return fail(EXIT_FATAL, f"failed: {type(cause).__name__}: {cause}")
+    result = run_load(make_cli_pipeline(args), **overrides)
     print_summary(result)
     return EXIT_PARTIAL if result.report.partial else EXIT_OK
 
@@ -134,8 +131,70 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args)
     if args.command == "load":
-        return load_command(args)
+        return guarded(lambda: load_command(args))
+    if args.command == "backfill":
+        return guarded(lambda: backfill_command(args))
+    if args.command == "demo":
+        from pipelines.demo import run_demo
+
+        return guarded(lambda: run_demo(args))
     return EXIT_CONFIG
+
+
+def backfill_command(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime, timedelta
+
+    from pipelines.backfill import run_backfill
+
+    overrides = {k: getattr(args, k) for k in LOAD_FLAGS
+                 if k not in ("start_date", "end_date") and getattr(args, k, None) is not None}
+    since = args.since
+    if since is None:
+        if args.days is None:
+            return fail(EXIT_CONFIG, "config error: give --since DATE or --days N")
+        since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
+    result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
+                          progress=print_window, **overrides)
+    print(f"backfill done: {len(result.windows)} windows, "
+          f"{sum(w.resumed for w in result.windows)} already finished before")
+    return EXIT_PARTIAL if result.partial else EXIT_OK
+
+
+def print_window(outcome: Any, index: int, total: int) -> None:
+    span = f"[{outcome.start.date()} .. {outcome.end.date()})"
+    if outcome.resumed:
+        print(f"window {index}/{total} {span}: finished earlier, skipped", flush=True)
+        return
+    totals = outcome.result.report.totals()
+    print(f"window {index}/{total} {span}: {totals.rows} rows, {totals.requests} requests, "
+          f"{totals.retries} retries, {outcome.seconds:.1f} s", flush=True)
+
+
+def make_cli_pipeline(args: argparse.Namespace) -> Any:
+    import dlt
+
+    from pipelines.load import SCHEMAS, make_pipeline
+
+    return make_pipeline(destination=dlt.destinations.duckdb(args.duckdb),
+                         dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
+                         schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
+
+
+def guarded(command: Any) -> int:
+    """Run a command; every failure becomes one line on stderr and an exit code."""
+    from sources.repo_analytics import ConfigError, RepoAnalyticsError, RetryBudgetExhausted
+
+    try:
+        return int(command())
+    except Exception as error:  # noqa: BLE001 - every failure becomes one line and a code
+        cause = root_cause(error)
+        if isinstance(cause, ConfigError) or is_missing_config(cause):
+            return fail(EXIT_CONFIG, config_message(cause))
+        if isinstance(cause, RetryBudgetExhausted):
+            return fail(EXIT_STOPPED, f"stopped: {cause}")
+        if isinstance(cause, RepoAnalyticsError):
+            return fail(EXIT_FATAL, f"failed: {cause}")
+        return fail(EXIT_FATAL, f"failed: {type(cause).__name__}: {cause}")
 
 
 if __name__ == "__main__":

@@ -203,10 +203,12 @@ def new_pull_request(
         closed_ms = created_ms + int(rng.expovariate(1 / (2 * DAY_S * 1000)))
         if closed_ms > now_ms:
             state, closed_ms = "OPEN", None
+    # Real clocks move on: nothing is stamped exactly at the clock's instant.
+    latest_ms = max(created_ms, now_ms - 1000)
     if closed_ms is None:
-        updated_ms = min(now_ms, created_ms + int(rng.expovariate(1 / (DAY_S * 1000))))
+        updated_ms = min(latest_ms, created_ms + int(rng.expovariate(1 / (DAY_S * 1000))))
     elif rng.random() < 0.2:  # a comment after closing moves the updated date on
-        updated_ms = min(now_ms, closed_ms + int(rng.expovariate(1 / (DAY_S * 1000))))
+        updated_ms = min(latest_ms, closed_ms + int(rng.expovariate(1 / (DAY_S * 1000))))
     else:
         updated_ms = closed_ms
     others = [s for s in rng.sample(slugs, min(len(slugs), 7)) if s != author]

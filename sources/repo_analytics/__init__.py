@@ -40,11 +40,12 @@ from .server import SERVER
 from .tables import EditionSpec, Endpoint
 
 __all__ = [
-    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsError",
+    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsError", "WINDOW_MARKER",
     "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
 ]
 
 EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD, "server": SERVER}
+WINDOW_MARKER = "backfill_windows"
 
 
 @dlt.source(name="repo_analytics", max_table_nesting=0)
@@ -71,6 +72,7 @@ def repo_analytics(
     password: Optional[str] = dlt.secrets.value,
     report: Optional[RunReport] = None,
     now: Optional[datetime] = None,
+    backfill_window: Optional[dict[str, Any]] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
@@ -98,6 +100,9 @@ def repo_analytics(
         password: the self-hosted password (secret).
         report: where this run's counts and skips are recorded.
         now: the clock, for tests; the wall clock otherwise.
+        backfill_window: set by the backfill: `{"key": ..., "signature": {...}}`. The run
+            reads exactly [start_date, end_date) without touching the nightly cursors, and
+            records the window as finished in the same load.
 
     Yields:
         One resource per selected endpoint and scope.
@@ -112,7 +117,7 @@ def repo_analytics(
         "users": users, "start_date": start_date, "end_date": end_date,
         "lookback_days": lookback_days, "page_size": page_size,
         "statistics_period": statistics_period, "concurrency": concurrency, "retry": retry,
-        "with_files": with_files,
+        "with_files": with_files, "backfill": backfill_window is not None,
         "token": token, "username": username, "password": password,
     }, now)
     run_report = report if report is not None else RunReport()
@@ -121,6 +126,17 @@ def repo_analytics(
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scope in planned_reads(ctx):
         yield endpoint_resource(ctx, endpoint, scope)
+    if backfill_window is not None:
+        yield window_marker(backfill_window["key"], backfill_window["signature"])
+
+
+def window_marker(key: str, signature: dict[str, Any]) -> DltResource:
+    """Records a backfill window as finished; dlt commits it with the window's data."""
+    def finished() -> Iterator[Any]:
+        dlt.current.resource_state().setdefault("finished", {})[key] = signature
+        yield from ()
+
+    return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
 
 
 def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
@@ -159,7 +175,7 @@ def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, .
         newest = latest_cursor(resource_states)
         slack = plan.cursor_slack(True)
         since = plan.start - slack
-        if newest is not None and newest - plan.lookback - slack < plan.until:
+        if not plan.backfill and newest is not None and newest - plan.lookback - slack < plan.until:
             since = max(since, newest - plan.lookback - slack)
         discovered = discover(ctx, since)
     if configured_repos:
@@ -193,16 +209,20 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
 
     slack = plan.cursor_slack(endpoint.cursor_naive)
     initial = plan.start - slack
+    # A backfill window reads exactly its range: dlt then keeps the stored cursor untouched,
+    # so a backfill never moves the nightly cursor (back or forth).
+    end = plan.until + slack if plan.backfill else None
     if endpoint.cursor_naive:
         initial = initial.replace(tzinfo=None)
+        end = end.replace(tzinfo=None) if end is not None else None
     reader = {"list": read_list, "statistics": read_statistics, "csv": read_csv}[endpoint.kind]
 
     def dated(cursor: Any = dlt.sources.incremental(
-            endpoint.cursor or "", initial_value=initial, primary_key=(),
+            endpoint.cursor or "", initial_value=initial, end_value=end, primary_key=(),
             lag=(plan.lookback + 2 * slack) / timedelta(seconds=1))) -> Iterator[Any]:
         # `cursor.last_value` is already stepped back by `lag` (dlt applies it, so that its
         # filter keeps re-read rows); `bounds` subtracts the look-back from the stored value.
-        stored = cursor.get_state().get("last_value")
+        stored = None if plan.backfill else cursor.get_state().get("last_value")
         yield from skipping(ctx, endpoint, scope, reader(ctx, endpoint, scope, stored))
 
     return dlt.resource(dated, **hints)().parallelize()

@@ -43,6 +43,7 @@ class RunPlan:
     statistics_period: str
     concurrency: int
     with_files: bool
+    backfill: bool
     client: ClientSettings
     credentials: Mapping[str, Any] = field(repr=False)
 
@@ -154,6 +155,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         concurrency=number("concurrency", values.get("concurrency", DEFAULT_CONCURRENCY),
                            1, 32, int),
         with_files=flag("with_files", values.get("with_files", False)),
+        backfill=bool(values.get("backfill")),
         client=client,
         credentials=check_credentials(edition.name, values),
     )

@@ -1,0 +1,164 @@
+"""Self-reconciliation: what landed, compared with the API's own statistics.
+
+For each repository and window: commit counts and lines added (the commit statistics
+endpoint) and pull requests created, by state (the pull-request statistics endpoint), against
+the loaded tables. The cloud commit `date` has no zone, so for the cloud edition a commit near
+a window edge may fall on either side: differences no larger than the commits within 14 hours
+of an edge (the widest offsets) are reported as `within_edge_tolerance`, not as mismatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+from urllib.parse import quote
+
+import duckdb
+
+from sources.repo_analytics import EDITION_SPECS, RunReport
+from sources.repo_analytics.client import ApiClient
+from sources.repo_analytics.dates import wire
+from sources.repo_analytics.plan import RunPlan, build_plan
+
+EDGE: Final = timedelta(hours=14)
+
+
+@dataclass(frozen=True)
+class EditionChecks:
+    commit_table: str
+    commit_time: str  # column compared with the window
+    commit_time_is_local: bool
+    commit_stats_path: str
+    commit_stats_params: dict[str, str]
+    commits_field: tuple[str, ...]
+    added_field: tuple[str, ...]
+    pr_table: str
+    pr_stats_path: str
+    pr_states: tuple[str, ...]
+
+
+CHECKS: Final = {
+    "cloud": EditionChecks(
+        "cloud_commits", "date_local", True,
+        "/workspace/{workspace}/repos/{repository}/changes-statistics", {"merges": "include"},
+        ("commits",), ("lines_of_code", "added", "total"),
+        "cloud_pull_requests", "/workspace/{workspace}/repos/{repository}/pull-requests/statistics",
+        ("open", "merged", "declined", "superseded")),
+    "server": EditionChecks(
+        "server_commits", "author_timestamp", False,
+        "/projects/{project}/repos/{repository}/commits/statistics", {"merges": "include"},
+        ("commits",), ("linesOfCode", "added"),
+        "server_pull_requests", "/projects/{project}/repos/{repository}/pull-requests/statistics",
+        ("open", "merged", "declined")),
+}
+
+
+@dataclass
+class Difference:
+    repository: str
+    window: str
+    measure: str
+    api: int
+    landed: int
+    verdict: str  # mismatch | within_edge_tolerance
+
+
+@dataclass
+class Reconciliation:
+    checked: int
+    differences: list[Difference]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.verdict == "mismatch" for d in self.differences)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"checked": self.checked, "ok": self.ok,
+                "differences": [asdict(d) for d in self.differences]}
+
+
+def dig(body: Any, path: tuple[str, ...]) -> int:
+    for key in path:
+        body = body.get(key) if isinstance(body, dict) else None
+    return int(body or 0)
+
+
+def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime]],
+              source_args: dict[str, Any]) -> Reconciliation:
+    """Compare every repository of the dataset, window by window, with the API."""
+    spec = EDITION_SPECS[source_args["edition"]]
+    plan = build_plan(spec, source_args)
+    checks = CHECKS[spec.name]
+    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
+                       spec.error_message, plan.client, RunReport())
+    result = Reconciliation(0, [])
+    with duckdb.connect(db_file, read_only=True) as con:
+        con.execute(f"SET schema '{dataset}'")
+        repositories = landed_repositories(con, checks)
+        for names in repositories:
+            for start, end in windows:
+                compare_window(con, client, plan, checks, names, start, end, result)
+    return result
+
+
+def landed_repositories(con: duckdb.DuckDBPyConnection, checks: EditionChecks) -> list[tuple]:
+    key = "project_key, repository_slug" if checks.commit_table.startswith("server") \
+        else "repository_slug"
+    return con.execute(f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()
+
+
+def path_values(plan: RunPlan, names: tuple) -> dict[str, str]:
+    values = {"workspace": plan.workspace or ""}
+    values.update(zip(plan.edition.repository_path, names, strict=True))
+    return {k: quote(v, safe="") for k, v in values.items()}
+
+
+def compare_window(con: duckdb.DuckDBPyConnection, client: ApiClient, plan: RunPlan,
+                   checks: EditionChecks, names: tuple, start: datetime, end: datetime,
+                   result: Reconciliation) -> None:
+    spec = plan.edition
+    values = path_values(plan, names)
+    dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
+    label = "reconcile"
+    where_repo = " AND ".join(f"{c} = ?" for c in spec.repository_key)
+    window = f"{start.date()}..{end.date()}"
+    repo = "/".join(names)
+    stats = client.get_json(checks.commit_stats_path.format(**values),
+                            {**checks.commit_stats_params, **dates}, label).body
+    low, high = (start.replace(tzinfo=None), end.replace(tzinfo=None)) \
+        if checks.commit_time_is_local else (start, end)
+    landed = con.execute(
+        f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {checks.commit_table} "
+        f"WHERE {where_repo} AND {checks.commit_time} >= ? AND {checks.commit_time} < ?",
+        [*names, low, high]).fetchone() or (0, 0)
+    edge = 0
+    if checks.commit_time_is_local:
+        edge = (con.execute(
+            f"SELECT count(*) FROM {checks.commit_table} WHERE {where_repo} AND "
+            f"(({checks.commit_time} >= ? AND {checks.commit_time} < ?) OR "
+            f"({checks.commit_time} >= ? AND {checks.commit_time} < ?))",
+            [*names, low - EDGE, low + EDGE, high - EDGE, high + EDGE]).fetchone() or (0,))[0]
+    for measure, api_value, landed_value in (
+            ("commits", dig(stats, checks.commits_field), landed[0]),
+            ("lines_added", dig(stats, checks.added_field), landed[1])):
+        result.checked += 1
+        if api_value != landed_value:
+            verdict = "within_edge_tolerance" if measure == "commits" and abs(
+                api_value - landed_value) <= edge else "mismatch"
+            if measure == "lines_added" and checks.commit_time_is_local and edge:
+                verdict = "within_edge_tolerance"
+            result.differences.append(Difference(repo, window, measure, api_value,
+                                                 int(landed_value), verdict))
+    pr_stats = client.get_json(checks.pr_stats_path.format(**values),
+                               {"state": "all", "date_type" if spec.name == "cloud"
+                                else "dateType": "created", **dates}, label).body
+    counts = dict(con.execute(
+        f"SELECT lower(state), count(*) FROM {checks.pr_table} WHERE {where_repo} AND "
+        "created_at >= ? AND created_at < ? GROUP BY 1", [*names, start, end]).fetchall())
+    for state in checks.pr_states:
+        result.checked += 1
+        api_value = dig(pr_stats, ("state", state))
+        if api_value != counts.get(state, 0):
+            result.differences.append(Difference(repo, window, f"pull_requests_{state}",
+                                                 api_value, counts.get(state, 0), "mismatch"))
