@@ -50,7 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--until", default=None, help="end, exclusive (default now)")
     backfill.add_argument("--days", type=int, default=None, help="the last N days")
     backfill.add_argument("--window-days", type=int, default=30, help="window size (30)")
-    for command in (load, backfill):
+    check = commands.add_parser(
+        "check", help="validate config and reach the host (credentials, licence, app)",
+        description="Check config, then make one small request; one line per finding.")
+    commands.add_parser("state", help="cursors, finished backfill windows, last run")
+    reset = commands.add_parser(
+        "reset", help="forget the cursors of some resources (asks first)",
+        description="Forget cursors so the next run re-reads from start_date; tables stay.")
+    reset.add_argument("--resource", required=True, metavar="PREFIX",
+                       help="start of the resource names (see `state`), e.g. commits.repository")
+    reset.add_argument("--windows", action="store_true",
+                       help="also forget the finished backfill windows")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for command in (load, backfill, check):
         for flag in LOAD_FLAGS:
             if command is backfill and flag in ("start_date", "end_date"):
                 continue
@@ -73,6 +85,7 @@ def load_command(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
     result = run_load(make_cli_pipeline(args), **overrides)
     print_summary(result)
+    write_report(args, {"load": result.report.as_dict()})
     return EXIT_PARTIAL if result.report.partial else EXIT_OK
 
 
@@ -134,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return guarded(lambda: load_command(args))
     if args.command == "backfill":
         return guarded(lambda: backfill_command(args))
+    if args.command == "check":
+        return guarded(lambda: check_command(args))
+    if args.command == "state":
+        return guarded(lambda: state_command(args))
+    if args.command == "reset":
+        return guarded(lambda: reset_command(args))
     if args.command == "demo":
         from pipelines.demo import run_demo
 
@@ -155,9 +174,62 @@ def backfill_command(args: argparse.Namespace) -> int:
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
                           progress=print_window, **overrides)
+    write_report(args, {"backfill": [
+        {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
+         "report": w.result.report.as_dict() if w.result else None} for w in result.windows]})
     print(f"backfill done: {len(result.windows)} windows, "
           f"{sum(w.resumed for w in result.windows)} already finished before")
     return EXIT_PARTIAL if result.partial else EXIT_OK
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from pipelines.maintenance import check
+
+    values = resolved_source_args(args)
+    for line in check(values):
+        print(line)
+    return EXIT_OK
+
+
+def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags over dlt config (.dlt/, environment): what `load` would use."""
+    import dlt
+
+    values: dict[str, Any] = {}
+    for flag in (*LOAD_FLAGS, "token", "username", "password", "retry"):
+        value = getattr(args, flag, None)
+        if value is None:
+            provider = dlt.secrets if flag in ("token", "password") else dlt.config
+            value = provider.get(f"sources.repo_analytics.{flag}")
+        if value is not None:
+            values[flag] = value
+    return values
+
+
+def state_command(args: argparse.Namespace) -> int:
+    from pipelines.maintenance import state_lines
+
+    for line in state_lines(make_cli_pipeline(args)):
+        print(line)
+    return EXIT_OK
+
+
+def reset_command(args: argparse.Namespace) -> int:
+    from pipelines.maintenance import reset
+
+    if not args.yes:
+        if not sys.stdin.isatty():
+            return fail(EXIT_CONFIG, "config error: reset needs confirmation: add --yes when "
+                        "not on a terminal")
+        answer = input(f"forget the cursors of resources starting `{args.resource}`"
+                       f"{' and the finished backfill windows' if args.windows else ''}? "
+                       "type yes: ")
+        if answer.strip().lower() != "yes":
+            print("nothing changed")
+            return EXIT_OK
+    names = reset(make_cli_pipeline(args), args.resource, args.windows)
+    print(f"forgot the state of {len(names)} resources: {', '.join(names)}")
+    return EXIT_OK
 
 
 def print_window(outcome: Any, index: int, total: int) -> None:
@@ -178,6 +250,15 @@ def make_cli_pipeline(args: argparse.Namespace) -> Any:
     return make_pipeline(destination=dlt.destinations.duckdb(args.duckdb),
                          dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
                          schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
+
+
+def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """The run report as JSON next to the data: `<duckdb file stem>.report.json`."""
+    import json
+
+    path = Path(args.duckdb).with_suffix(".report.json")
+    path.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    print(f"run report: {path}")
 
 
 def guarded(command: Any) -> int:

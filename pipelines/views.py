@@ -84,6 +84,25 @@ DERIVED: Final[dict[str, str]] = {
                count(*) AS commits, sum(lines_added) AS lines_added,
                sum(lines_deleted) AS lines_deleted
         FROM {d}.commits GROUP BY ALL""",
+    "pull_request_cycle_times": """
+        SELECT edition, project_key, repository_slug, pull_request_id, state, created_at,
+               coalesce(closed_at, updated_at) AS resolved_at,
+               date_diff('minute', created_at, coalesce(closed_at, updated_at)) / 60.0
+                   AS hours_to_resolve
+        FROM {d}.pull_requests WHERE state <> 'OPEN'""",
+    "pull_request_outcomes_weekly": """
+        SELECT edition, project_key, repository_slug,
+               date_trunc('week', coalesce(closed_at, updated_at)) AS week,
+               count(*) FILTER (WHERE state = 'MERGED') AS merged,
+               count(*) FILTER (WHERE state = 'DECLINED') AS declined,
+               count(*) FILTER (WHERE state = 'SUPERSEDED') AS superseded
+        FROM {d}.pull_requests WHERE state <> 'OPEN' GROUP BY ALL""",
+}
+# which canonical view each derived view reads
+DERIVED_FROM: Final[dict[str, str]] = {
+    "daily_author_activity": "commits",
+    "pull_request_cycle_times": "pull_requests",
+    "pull_request_outcomes_weekly": "pull_requests",
 }
 
 
@@ -108,7 +127,7 @@ def create_views(pipeline: Any) -> list[str]:
             existing.add(view)
             created.append(view)
         for view, sql in DERIVED.items():
-            if "commits" in existing:
+            if DERIVED_FROM[view] in existing:
                 client.execute_sql(f"CREATE OR REPLACE VIEW {dataset}.{view} AS "
                                    + sql.replace("{d}", dataset))
                 created.append(view)

@@ -1,0 +1,95 @@
+"""`state`, `reset` and `check`: look at and adjust what the pipeline remembers, and test a host."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dlt
+from dlt.pipeline.helpers import pipeline_drop
+
+from sources.repo_analytics import EDITION_SPECS, WINDOW_MARKER, RunReport
+from sources.repo_analytics.client import ApiClient
+from sources.repo_analytics.dates import wire
+from sources.repo_analytics.errors import ConfigError
+from sources.repo_analytics.plan import build_plan
+
+
+def resource_states(pipeline: dlt.Pipeline) -> dict[str, Any]:
+    try:
+        pipeline.sync_destination()
+    except Exception:  # noqa: BLE001 - nothing loaded yet: only local state
+        pass
+    sources = pipeline.state.get("sources", {})
+    return dict(sources.get("repo_analytics", {}).get("resources", {}))
+
+
+def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
+    """One line per resource and scope with its cursor, then the finished backfill windows."""
+    states = resource_states(pipeline)
+    if not states:
+        yield "no state yet: nothing has been loaded by this pipeline"
+        return
+    for name in sorted(states):
+        if name == WINDOW_MARKER:
+            continue
+        for cursor, value in (states[name].get("incremental") or {}).items():
+            yield f"{name}: cursor {cursor} = {value.get('last_value')}"
+        fetched = states[name].get("details_fetched")
+        if fetched:
+            yield f"{name}: {len(fetched)} commits with files fetched in the look-back window"
+    finished = sorted((states.get(WINDOW_MARKER) or {}).get("finished", {}))
+    yield f"backfill windows finished: {len(finished)}"
+    for key in finished:
+        yield f"  {key}"
+    last = last_load(pipeline)
+    yield f"last successful load: {last or 'unknown'}"
+
+
+def last_load(pipeline: dlt.Pipeline) -> Any:
+    try:
+        with pipeline.sql_client() as client:
+            rows = client.execute_sql(
+                f"SELECT max(inserted_at) FROM {client.make_qualified_table_name('_dlt_loads')}"
+                " WHERE status = 0")
+            return rows[0][0] if rows else None
+    except Exception:  # noqa: BLE001 - no destination tables yet
+        return None
+
+
+def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
+    """Forget the cursors of resources whose name starts with `prefix` (and, with `windows`,
+    the finished backfill windows), so the next run reads them from `start_date` again.
+    Tables are kept; merge keys make the re-read harmless."""
+    names = [n for n in resource_states(pipeline) if n.startswith(prefix) and n != WINDOW_MARKER]
+    if windows:
+        names.append(WINDOW_MARKER)
+    if not names:
+        raise ConfigError("resource", prefix, "the start of a resource name shown by "
+                          "`repo-analytics state`")
+    patterns = ["re:^" + re.escape(n) + "$" for n in names]
+    pipeline_drop(pipeline, resources=patterns, state_only=True)()
+    return names
+
+
+def check(source_args: dict[str, Any]) -> list[str]:
+    """Validate config, then reach the host with one small request; one line per finding."""
+    edition = source_args.get("edition")
+    spec = EDITION_SPECS.get(str(edition))
+    if spec is None:
+        raise ConfigError("edition", edition, "one of " + ", ".join(EDITION_SPECS))
+    plan = build_plan(spec, source_args)
+    lines = [f"config: ok ({spec.name}, {plan.api_base}, levels {', '.join(plan.levels)})"]
+    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
+                       spec.error_message, plan.client, RunReport())
+    endpoint = next(e for e in spec.endpoints
+                    if e.level == spec.top_level and e.resource == "commits")
+    path = endpoint.path.replace("{workspace}", plan.workspace or "")
+    now = datetime.now(UTC)
+    params = {**endpoint.params, spec.since_param: wire(now - timedelta(days=1)),
+              spec.until_param: wire(now), spec.page_size_param: 1}
+    client.get_json(path, params, "check")
+    lines.append("host: reachable; credentials, licence and app version: ok")
+    return lines
