@@ -22,8 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="repo-analytics",
         description="Commit and pull-request analytics from the Repository Analytics Export API.",
     )
+    parser.add_argument("--destination", default="duckdb", metavar="NAME",
+                        help="duckdb (default), parquet (Delta tables of Parquet files on a "
+                             "filesystem), or any dlt destination name configured in .dlt/")
     parser.add_argument("--duckdb", default="repo_analytics.duckdb", metavar="FILE",
                         help="the DuckDB file to load into (default repo_analytics.duckdb)")
+    parser.add_argument("--parquet-dir", default="repo_analytics_parquet", metavar="PATH",
+                        help="folder or object-store URL (s3://, gs://, az://) for --destination"
+                             " parquet")
     parser.add_argument("--dataset", default="repo_analytics", help="dataset (schema) name")
     parser.add_argument("--pipelines-dir", default=None, metavar="DIR",
                         help="where dlt keeps the pipeline's working state")
@@ -247,7 +253,12 @@ def make_cli_pipeline(args: argparse.Namespace) -> Any:
 
     from pipelines.load import SCHEMAS, make_pipeline
 
-    return make_pipeline(destination=dlt.destinations.duckdb(args.duckdb),
+    destination: Any = args.destination
+    if destination == "duckdb":
+        destination = dlt.destinations.duckdb(args.duckdb)
+    elif destination == "parquet":
+        destination = dlt.destinations.filesystem(bucket_url=args.parquet_dir)
+    return make_pipeline(destination=destination,
                          dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
                          schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
 

@@ -52,11 +52,20 @@ def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
         pipeline.drop_pending_packages()
     workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
     with extract_workers(workers):
+        if pipeline.destination.destination_name == "filesystem":
+            source_args = {"merge_strategy": "upsert", **source_args}
         source = repo_analytics(report=report, **source_args)
-        info = pipeline.run(source, loader_file_format="parquet")
+        info = pipeline.run(source, loader_file_format="parquet", **run_options(pipeline))
     if pipeline.destination.destination_name == "duckdb":
         create_views(pipeline)
     return LoadResult(info, report, pipeline)
+
+
+def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:
+    """Files on a filesystem (Parquet) merge only as Delta tables: ask for that format."""
+    if pipeline.destination.destination_name == "filesystem":
+        return {"table_format": "delta"}
+    return {}
 
 
 @contextmanager

@@ -80,7 +80,10 @@ VIEWS: Final[dict[str, list[tuple[str, str]]]] = {
 DERIVED: Final[dict[str, str]] = {
     "daily_author_activity": """
         SELECT edition, project_key, repository_slug, author_name,
-               CAST(coalesce(authored_at_utc, authored_at_local::TIMESTAMPTZ) AS DATE) AS day,
+               -- the UTC day whatever the reading session's TimeZone (a TIMESTAMPTZ casts to
+               -- the session's local date); cloud rows: the author's local wall time's day
+               CAST(coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS DATE)
+                   AS day,
                count(*) AS commits, sum(lines_added) AS lines_added,
                sum(lines_deleted) AS lines_deleted
         FROM {d}.commits GROUP BY ALL""",

@@ -73,6 +73,7 @@ def repo_analytics(
     report: Optional[RunReport] = None,
     now: Optional[datetime] = None,
     backfill_window: Optional[dict[str, Any]] = None,
+    merge_strategy: Optional[str] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
@@ -103,6 +104,8 @@ def repo_analytics(
         backfill_window: set by the backfill: `{"key": ..., "signature": {...}}`. The run
             reads exactly [start_date, end_date) without touching the nightly cursors, and
             records the window as finished in the same load.
+        merge_strategy: set by the pipeline: `upsert` where the destination has no
+            delete-insert (Delta tables on a filesystem).
 
     Yields:
         One resource per selected endpoint and scope.
@@ -118,6 +121,7 @@ def repo_analytics(
         "lookback_days": lookback_days, "page_size": page_size,
         "statistics_period": statistics_period, "concurrency": concurrency, "retry": retry,
         "with_files": with_files, "backfill": backfill_window is not None,
+        "merge_strategy": merge_strategy,
         "token": token, "username": username, "password": password,
     }, now)
     run_report = report if report is not None else RunReport()

@@ -75,6 +75,24 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
+def split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The body's lines with their line endings, however it was cut into chunks.
+
+    Not requests' `iter_lines`: it splits each chunk on its own, so a CRLF cut between two
+    chunks yields an extra empty line (a blank CSV row), and it drops the line endings that a
+    quoted CSV field may hold.
+    """
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        lines = pending.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if pending:
+        yield pending
+
+
 class HostGate:
     """Shared by every thread talking to one host: a 429 holds all of them, not just one."""
 
@@ -143,7 +161,7 @@ class ApiClient:
         response = self._retrying(
             lambda: self._open_stream(path, params, label, accept), label)
         try:
-            yield from response.iter_lines()
+            yield from split_lines(response.iter_content(chunk_size=64 * 1024))
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as error:
             raise FatalApiError("stream_broken", f"the CSV stream from "
                                 f"{sanitise(response.url)} broke off: {error}; rerun to "

@@ -131,7 +131,7 @@ def commit_list(level: str, path: str, table: str, columns: tuple[Column, ...],
     key = ("read_for_user_uuid",) if columns[0] is USER_KEY else ()
     return Endpoint("commits", level, "list", path, table, (*key, "repository_slug", "hash"),
                     columns, (PARENTS,), cursor="date_local", cursor_naive=True, params=params,
-                    page_size=MAX_PAGELEN, merge_strategy="delete-insert")
+                    page_size=MAX_PAGELEN)
 
 
 ENDPOINTS: Final = (

@@ -120,10 +120,10 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
                    "window_end": end}
         for table in csv_tables(lines, context):
             ctx.report.count_rows(label, table.num_rows)
-            yield export_hints(endpoint, table)
+            yield export_hints(ctx, endpoint, table)
 
 
-def export_hints(endpoint: Endpoint, table: pa.Table) -> Any:
+def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     """The natural key when the header has it; else the window, replaced when re-read."""
     names = set(table.column_names)
     if endpoint.csv_key and set(endpoint.csv_key) <= names:
@@ -132,7 +132,5 @@ def export_hints(endpoint: Endpoint, table: pa.Table) -> Any:
     else:
         key = ("level", "scope", "window_start", "row_number")
         merge_key = ("level", "scope", "window_start")
-    hints = table_hints(endpoint.table, key, nullability(table.schema))
-    if merge_key:
-        hints["merge_key"] = list(merge_key)
+    hints = table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)
     return dlt.mark.with_hints(table, hints, create_table_variant=True)

@@ -70,9 +70,8 @@ def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
         for name in reversed(copied):
             detail = detail.add_column(0, table.schema.field(name), pa.array(
                 rows[name], type=table.schema.field(name).type))
-        hints = table_hints(spec.table, (*spec.parent_key, spec.element_key),
-                            nullability(detail.schema))
-        hints["merge_key"] = list(spec.parent_key)
+        hints = table_hints(ctx, spec.table, (*spec.parent_key, spec.element_key),
+                            nullability(detail.schema), merge_key=spec.parent_key)
         ctx.report.count_rows(label, detail.num_rows)
         yield dlt.mark.with_hints(detail, hints, create_table_variant=True)
 

@@ -44,6 +44,7 @@ class RunPlan:
     concurrency: int
     with_files: bool
     backfill: bool
+    merge_strategy: str
     client: ClientSettings
     credentials: Mapping[str, Any] = field(repr=False)
 
@@ -156,6 +157,8 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                            1, 32, int),
         with_files=flag("with_files", values.get("with_files", False)),
         backfill=bool(values.get("backfill")),
+        merge_strategy=one_of("merge_strategy", values.get("merge_strategy") or "delete-insert",
+                              ("delete-insert", "upsert")),
         client=client,
         credentials=check_credentials(edition.name, values),
     )

@@ -97,34 +97,42 @@ def get_first_working(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
     raise error
 
 
-def table_hints(table: str, primary_key: tuple[str, ...], columns: dict[str, Any],
-                strategy: str = "delete-insert") -> Any:
-    """Hints for one table of a resource's output; each table gets its own variant."""
-    return dlt.mark.make_hints(
+def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
+                columns: dict[str, Any], merge_key: tuple[str, ...] = ()) -> Any:
+    """Hints for one table of a resource's output; each table gets its own variant.
+
+    `merge_key` (delete-insert only) makes a re-read key replace every row it had: a
+    parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
+    filesystem) upsert by primary key instead, without that replacement.
+    """
+    strategy = ctx.plan.merge_strategy
+    hints = dlt.mark.make_hints(
         table_name=table, primary_key=list(primary_key),
         write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
         columns=columns, schema_contract=SCHEMA_CONTRACT)
+    if merge_key and strategy == "delete-insert":
+        hints["merge_key"] = list(merge_key)
+    return hints
 
 
 def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
                   scope: Scope) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints."""
     table = to_arrow(items, endpoint.columns, scope.context)
-    yield tagged(endpoint, table)
+    yield tagged(ctx, endpoint, table)
     for child in endpoint.children:
         rows = child_rows(items, table, child, scope.context)
-        hints = table_hints(child.table, child.primary_key, nullability(rows.schema))
-        # A re-read parent replaces all its children: delete-insert by the parent's key.
-        hints["merge_key"] = list(child.parent_key)
+        hints = table_hints(ctx, child.table, child.primary_key, nullability(rows.schema),
+                            merge_key=child.parent_key)
         yield dlt.mark.with_hints(rows, hints, create_table_variant=True)
     if endpoint.details is not None and ctx.plan.with_files:
         yield from fetch_details(ctx, endpoint.details, table, scope)
 
 
-def tagged(endpoint: Endpoint, table: pa.Table) -> Any:
+def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     return dlt.mark.with_hints(table, table_hints(
-        endpoint.table, endpoint.primary_key, nullability(table.schema),
-        endpoint.merge_strategy), create_table_variant=True)
+        ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)),
+        create_table_variant=True)
 
 
 def nullability(schema: pa.Schema) -> dict[str, Any]:
@@ -191,7 +199,7 @@ def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         ctx.report.count_rows(label, len(rows))
         tables = [to_arrow([row], endpoint.columns, context)
                   for row, context in zip(rows, contexts, strict=True)]
-        yield tagged(endpoint, pa.concat_tables(tables))
+        yield tagged(ctx, endpoint, pa.concat_tables(tables))
 
 
 def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[pa.Table]:
@@ -200,7 +208,7 @@ def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterat
     items = list(body.get("values") or ())
     ctx.report.count_rows(label_of(endpoint, scope), len(items))
     if items:
-        yield tagged(endpoint, to_arrow(items, endpoint.columns, scope.context))
+        yield tagged(ctx, endpoint, to_arrow(items, endpoint.columns, scope.context))
 
 
 def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,

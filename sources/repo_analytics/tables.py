@@ -103,7 +103,6 @@ class Endpoint:
     page_size: int | None = None  # the maximum page size; None for unpaged answers
     alt_paths: tuple[str, ...] = ()  # tried in order when the path answers an HTML 404
     dated: bool = True  # requests carry since and until bounds
-    merge_strategy: str = "delete-insert"
     # On a skip of this kind, drop these parameters and read again (noted in the report):
     # the cloud repository commit list without lines when indexing is disabled.
     degrade_on: str | None = None

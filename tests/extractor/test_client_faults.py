@@ -420,11 +420,13 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Simulator, 
 
 
 def test_cli_clean_run_exits_0_with_a_summary(host: tuple[Simulator, Path, Any]) -> None:
-    """Exit 0, one summary line, the truth loaded, and the token stored nowhere."""
+    """Exit 0, a summary line and the report's path, the truth loaded, no token stored."""
     sim, path, done = host
     assert done.returncode == 0, done.stderr
     summary = done.stdout.strip().splitlines()
-    assert len(summary) == 1
+    assert len(summary) == 2
+    assert summary[1] == f"run report: {path / 'data.report.json'}"
+    assert (path / "data.report.json").is_file()
     assert summary[0].startswith("load ok: ") and "0 retries" in summary[0]
     assert summary[0].endswith("0 skipped scopes")
     run = Loader(sim, path)
