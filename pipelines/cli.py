@@ -179,7 +179,7 @@ def backfill_command(args: argparse.Namespace) -> int:
             return fail(EXIT_CONFIG, "config error: give --since DATE or --days N")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
-                          progress=print_window, **overrides)
+                          progress=window_printer(), **overrides)
     write_report(args, {"backfill": [
         {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
          "report": w.result.report.as_dict() if w.result else None} for w in result.windows]})
@@ -238,14 +238,27 @@ def reset_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_window(outcome: Any, index: int, total: int) -> None:
-    span = f"[{outcome.start.date()} .. {outcome.end.date()})"
-    if outcome.resumed:
-        print(f"window {index}/{total} {span}: finished earlier, skipped", flush=True)
-        return
-    totals = outcome.result.report.totals()
-    print(f"window {index}/{total} {span}: {totals.rows} rows, {totals.requests} requests, "
-          f"{totals.retries} retries, {outcome.seconds:.1f} s", flush=True)
+def window_printer() -> Any:
+    """One line per window: done/total, rows, requests, retries, waits, and an ETA."""
+    import time
+
+    began = time.monotonic()
+    loaded: list[float] = []
+
+    def show(outcome: Any, index: int, total: int) -> None:
+        span = f"[{outcome.start.date()} .. {outcome.end.date()})"
+        if outcome.resumed:
+            print(f"window {index}/{total} {span}: finished earlier, skipped", flush=True)
+            return
+        loaded.append(outcome.seconds)
+        totals = outcome.result.report.totals()
+        eta = sum(loaded) / len(loaded) * (total - index)
+        print(f"window {index}/{total} {span}: {totals.rows} rows, {totals.requests} "
+              f"requests, {totals.retries} retries, {totals.wait_seconds:.1f} s waited, "
+              f"{outcome.seconds:.1f} s; elapsed {time.monotonic() - began:.0f} s, "
+              f"ETA {eta:.0f} s", flush=True)
+
+    return show
 
 
 def make_cli_pipeline(args: argparse.Namespace) -> Any:
