@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import pyarrow as pa
 
@@ -146,26 +146,39 @@ def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) 
     return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
 
 
+REMOVED: Final = "removed"  # child tables: true on a marker row that empties a parent's list
+
+
 def child_rows(items: Sequence[Any], parent: pa.Table, child: ChildTable,
                context: Context) -> pa.Table:
-    """Rows of a child table: the parent's key columns, a position, the child's columns."""
+    """Rows of a child table: the parent's key columns, a position, the child's columns.
+
+    A parent whose list is empty gets one marker row (position -1, `removed` true): with
+    dlt's hard-delete hint on `removed`, it deletes the children that parent had before and
+    is itself never stored, so an emptied list replaces the old one too.
+    """
     parent_values = {name: parent.column(name).to_pylist() for name in child.parent_columns}
     rows: dict[str, list[Any]] = {name: [] for name in child.parent_columns}
     rows[child.position] = []
+    removed: list[bool] = []
     elements: list[Any] = []
     for index, item in enumerate(items):
         value: Any = item
         for key in child.list_path:
             value = value.get(key) if isinstance(value, dict) else None
-        for position, element in enumerate(value or ()):
+        entries = list(enumerate(value or ())) or [(-1, None)]
+        for position, element in entries:
             for name in child.parent_columns:
                 rows[name].append(parent_values[name][index])
             rows[child.position].append(position)
-            elements.append(element)
+            removed.append(element is None)
+            elements.append(element or {})
     fields = [parent.schema.field(name) for name in child.parent_columns]
     fields.append(pa.field(child.position, pa.int32(), nullable=False))
     arrays = [pa.array(rows[f.name], type=f.type) for f in fields]
     for c in child.columns:
         fields.append(pa.field(c.name, c.type, nullable=c.nullable))
         arrays.append(pa.array([c.read(e, context) for e in elements], type=c.type))
+    fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))
+    arrays.append(pa.array(removed, type=pa.bool_()))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -442,28 +442,34 @@ def test_to_arrow_commit_rows() -> None:
 
 
 def test_child_rows_copy_parent_keys_and_positions() -> None:
-    """One row per parent, in order, with the commit's key and cursor copied; none for roots."""
+    """One row per parent, in order, with the commit's key and cursor copied; a root commit
+    gets one `removed` marker row (position -1) that empties its stored list."""
     table = to_arrow(COMMITS, COMMIT_COLUMNS, {})
     rows = child_rows(COMMITS, table, PARENTS, {})
     assert rows.schema.names == ["repository_slug", "hash", "date_local", "position",
-                                 "parent_hash"]
+                                 "parent_hash", "removed"]
     assert rows.schema.field("position").type == pa.int32()
     assert rows.schema.field("date_local").type == pa.timestamp("us")
+    root = COMMITS[1]
     assert [tuple(r.values()) for r in rows.to_pylist()] == [
-        ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 0, "p" * 40),
-        ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 1, "q" * 20),
-        ("Web App", "c" * 40, datetime(2026, 5, 3), 0, "a" * 40),
+        ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 0, "p" * 40, False),
+        ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 1, "q" * 20, False),
+        (root["repository"]["slug"], root["hash"], datetime.fromisoformat(root["date"]), -1,
+         None, True),
+        ("Web App", "c" * 40, datetime(2026, 5, 3), 0, "a" * 40, False),
     ]
     assert PARENTS.primary_key == ("repository_slug", "hash", "position")
 
 
 def test_child_rows_of_items_without_lists() -> None:
-    """No parents anywhere: an empty table that still has every column."""
+    """No parents: only the marker row that empties the stored list, flagged `removed`."""
     items = [COMMITS[1]]
     rows = child_rows(items, to_arrow(items, COMMIT_COLUMNS, {}), PARENTS, {})
-    assert rows.num_rows == 0
+    assert rows.num_rows == 1
+    assert rows.column("removed").to_pylist() == [True]
+    assert rows.column("position").to_pylist() == [-1]
     assert rows.schema.names == ["repository_slug", "hash", "date_local", "position",
-                                 "parent_hash"]
+                                 "parent_hash", "removed"]
 
 
 def test_to_arrow_pull_requests_are_aware_utc() -> None:
