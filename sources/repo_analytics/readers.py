@@ -18,12 +18,12 @@ import pyarrow as pa
 from dlt.common import logger
 
 from .client import Answer, ApiClient
-from .dates import periods, wire
+from .dates import period_next, periods, wire
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
 from .plan import RunPlan
 from .report import RunReport
-from .tables import Endpoint, child_rows, to_arrow
+from .tables import REMOVED, Endpoint, child_rows, to_arrow
 
 if TYPE_CHECKING:
     from .details import DetailSpec  # noqa: F401
@@ -122,7 +122,9 @@ def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
     yield tagged(ctx, endpoint, table)
     for child in endpoint.children:
         rows = child_rows(items, table, child, scope.context)
-        hints = table_hints(ctx, child.table, child.primary_key, nullability(rows.schema),
+        columns = nullability(rows.schema)
+        columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
+        hints = table_hints(ctx, child.table, child.primary_key, columns,
                             merge_key=child.parent_key)
         yield dlt.mark.with_hints(rows, hints, create_table_variant=True)
     if endpoint.details is not None and ctx.plan.with_files:
@@ -189,6 +191,8 @@ def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
     rows: list[Any] = []
     contexts: list[dict[str, Any]] = []
     for start, end in periods(since, until, period):
+        if ctx.plan.backfill and end < period_next(start, period):
+            continue  # a backfill's partial last period would replace a complete row
         params = {**endpoint.params, **date_params(ctx, start, end)}
         body = get_first_working(ctx, endpoint, scope, params).body
         rows.append(body)
