@@ -64,7 +64,10 @@ def normalise(value: Any) -> Any:
 
 def finished_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
     """Windows recorded as finished in the pipeline's state (restored from the destination
-    when the working folder was lost)."""
+    when the working folder was lost). A crashed run's pending packages are dropped first:
+    extract already wrote their window into the local state, but their data is not loaded."""
+    if pipeline.has_pending_data:
+        pipeline.abort_packages()
     try:
         pipeline.sync_destination()
     except Exception:  # noqa: BLE001 - a first run has nothing to restore

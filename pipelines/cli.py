@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder or object-store URL (s3://, gs://, az://) for --destination"
                              " parquet")
     parser.add_argument("--dataset", default="repo_analytics", help="dataset (schema) name")
+    parser.add_argument("--pipeline-name", default="repo_analytics",
+                        help="dlt pipeline name: one per edition/host loading the same dataset")
     parser.add_argument("--pipelines-dir", default=None, metavar="DIR",
                         help="where dlt keeps the pipeline's working state")
     parser.add_argument("--schemas-dir", default=None, metavar="DIR",
@@ -177,6 +179,10 @@ def backfill_command(args: argparse.Namespace) -> int:
     if since is None:
         if args.days is None:
             return fail(EXIT_CONFIG, "config error: give --since DATE or --days N")
+        if args.days < 1:  # 0 would silently back-fill part of today
+            from sources.repo_analytics import ConfigError
+
+            raise ConfigError("days", args.days, "a number of days of at least 1")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
                           progress=window_printer(), **overrides)
@@ -257,6 +263,8 @@ def window_printer() -> Any:
               f"requests, {totals.retries} retries, {totals.wait_seconds:.1f} s waited, "
               f"{outcome.seconds:.1f} s; elapsed {time.monotonic() - began:.0f} s, "
               f"ETA {eta:.0f} s", flush=True)
+        for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
+            print(f"  skipped {skip.resource}: {skip.kind}: {skip.message}", flush=True)
 
     return show
 
@@ -271,7 +279,7 @@ def make_cli_pipeline(args: argparse.Namespace) -> Any:
         destination = dlt.destinations.duckdb(args.duckdb)
     elif destination == "parquet":
         destination = dlt.destinations.filesystem(bucket_url=args.parquet_dir)
-    return make_pipeline(destination=destination,
+    return make_pipeline(pipeline_name=args.pipeline_name, destination=destination,
                          dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
                          schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
 

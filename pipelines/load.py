@@ -49,7 +49,9 @@ def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
     """
     report = RunReport()
     if pipeline.has_pending_data:
-        pipeline.drop_pending_packages()
+        # abort_packages (dlt >= 1.30; drop_pending_packages is its deprecated alias, which
+        # warns on stderr): restores the local state and schemas the packages started from.
+        pipeline.abort_packages()
     workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
     with extract_workers(workers):
         if pipeline.destination.destination_name == "filesystem":

@@ -95,7 +95,9 @@ DERIVED: Final[dict[str, str]] = {
         FROM {d}.pull_requests WHERE state <> 'OPEN'""",
     "pull_request_outcomes_weekly": """
         SELECT edition, project_key, repository_slug,
-               date_trunc('week', coalesce(closed_at, updated_at)) AS week,
+               -- the UTC week (Monday 00:00 UTC) whatever the session's TimeZone
+               timezone('UTC', date_trunc('week', timezone('UTC', coalesce(closed_at,
+                                                                        updated_at)))) AS week,
                count(*) FILTER (WHERE state = 'MERGED') AS merged,
                count(*) FILTER (WHERE state = 'DECLINED') AS declined,
                count(*) FILTER (WHERE state = 'SUPERSEDED') AS superseded

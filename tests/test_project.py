@@ -57,7 +57,8 @@ def test_every_table_and_config_key_is_documented() -> None:
             assert f"`{endpoint.table}`" in README, endpoint.table
             for child in endpoint.children:
                 assert f"`{child.table}`" in README, child.table
-    internal = {"report", "now", "backfill_window", "merge_strategy"}  # set by our own pipelines, not by users
+    # set by our own pipelines, not by users
+    internal = {"report", "now", "backfill_window", "merge_strategy"}
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
     for name in parameters:
         if name == "retry":

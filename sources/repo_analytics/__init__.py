@@ -131,13 +131,20 @@ def repo_analytics(
     for endpoint, scope in planned_reads(ctx):
         yield endpoint_resource(ctx, endpoint, scope)
     if backfill_window is not None:
-        yield window_marker(backfill_window["key"], backfill_window["signature"])
+        yield window_marker(backfill_window["key"], backfill_window["signature"], run_report)
 
 
-def window_marker(key: str, signature: dict[str, Any]) -> DltResource:
-    """Records a backfill window as finished; dlt commits it with the window's data."""
+def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> DltResource:
+    """Records a backfill window as finished; dlt commits it with the window's data.
+
+    A window with a skipped scope is not finished (its data is not all in): a skip, before or
+    after this resource runs, withdraws the record before dlt commits the state at the end of
+    the extract, so a rerun reads the window again.
+    """
     def finished() -> Iterator[Any]:
-        dlt.current.resource_state().setdefault("finished", {})[key] = signature
+        records = dlt.current.resource_state().setdefault("finished", {})
+        records[key] = signature
+        report.on_skip(lambda: records.pop(key, None))
         yield from ()
 
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
@@ -214,7 +221,9 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
     slack = plan.cursor_slack(endpoint.cursor_naive)
     initial = plan.start - slack
     # A backfill window reads exactly its range: dlt then keeps the stored cursor untouched,
-    # so a backfill never moves the nightly cursor (back or forth).
+    # so a backfill never moves the nightly cursor (back or forth). The end is closed: a
+    # statistics period or export window ending at the window's end has that end as its
+    # cursor (`period_end`, `window_end`), and an open end would drop it.
     end = plan.until + slack if plan.backfill else None
     if endpoint.cursor_naive:
         initial = initial.replace(tzinfo=None)
@@ -223,6 +232,7 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Dlt
 
     def dated(cursor: Any = dlt.sources.incremental(
             endpoint.cursor or "", initial_value=initial, end_value=end, primary_key=(),
+            range_end="closed",
             lag=(plan.lookback + 2 * slack) / timedelta(seconds=1))) -> Iterator[Any]:
         # `cursor.last_value` is already stepped back by `lag` (dlt applies it, so that its
         # filter keeps re-read rows); `bounds` subtracts the look-back from the stored value.

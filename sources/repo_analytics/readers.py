@@ -28,7 +28,9 @@ from .tables import REMOVED, Endpoint, child_rows, to_arrow
 if TYPE_CHECKING:
     from .details import DetailSpec  # noqa: F401
 
-SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "freeze", "data_type": "freeze"}
+# Types are frozen (BI never sees a variant column); new columns may arrive (a new release
+# of this package, a host's CSV header growing) without breaking existing installations.
+SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "evolve", "data_type": "freeze"}
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ class RunReport:
     skips: list[Skip] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _on_skip: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def count_request(self, label: str) -> None:
         with self._lock:
@@ -56,6 +58,17 @@ class RunReport:
     def skip(self, resource: str, kind: str, message: str) -> None:
         with self._lock:
             self.skips.append(Skip(resource, kind, message))
+            callbacks = list(self._on_skip)
+        for callback in callbacks:
+            callback()
+
+    def on_skip(self, callback: Callable[[], None]) -> None:
+        """Call `callback` at every skip of this run, and now if a scope was skipped already."""
+        with self._lock:
+            self._on_skip.append(callback)
+            skipped = bool(self.skips)
+        if skipped:
+            callback()
 
     def note(self, text: str) -> None:
         with self._lock:
