@@ -10,7 +10,16 @@ import pyarrow as pa
 
 from .dates import naive_local, utc_from_iso
 from .paging import NextLinkPaginator
-from .tables import ChildTable, Column, EditionSpec, Endpoint, ErrorRule, column
+from .tables import (
+    ChildTable,
+    Column,
+    EditionSpec,
+    Endpoint,
+    ErrorRule,
+    column,
+    count_of,
+    is_merge,
+)
 
 UTC_TS: Final = pa.timestamp("us", tz="UTC")
 LOCAL_TS: Final = pa.timestamp("us")
@@ -19,14 +28,6 @@ INT: Final = pa.int64()
 MAX_PAGELEN: Final = 500
 
 W: Final = "/workspace/{workspace}"
-
-
-def count_of(values: Any) -> int:
-    return len(values)
-
-
-def is_merge(values: Any) -> bool:
-    return len(values) > 1
 
 
 COMMIT_KEY: Final = (

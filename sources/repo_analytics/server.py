@@ -12,7 +12,16 @@ import pyarrow as pa
 from .dates import utc_from_epoch_ms, utc_from_iso
 from .details import DetailSpec
 from .paging import StartLimitPaginator
-from .tables import ChildTable, Column, EditionSpec, Endpoint, ErrorRule, column
+from .tables import (
+    ChildTable,
+    Column,
+    EditionSpec,
+    Endpoint,
+    ErrorRule,
+    column,
+    count_of,
+    is_merge,
+)
 
 UTC_TS: Final = pa.timestamp("us", tz="UTC")
 STR: Final = pa.string()
@@ -28,14 +37,6 @@ LEVEL_PATHS: Final = {
     "user": "/users/{user}",
 }
 USER_KEY: Final = column("read_for_user", "@user", STR, nullable=False)
-
-
-def count_of(values: Any) -> int:
-    return len(values)
-
-
-def is_merge(values: Any) -> bool:
-    return len(values) > 1
 
 
 def first_href(links: Any) -> str | None:

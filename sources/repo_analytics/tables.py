@@ -40,6 +40,16 @@ class Column:
         return self.convert(value) if self.convert is not None and value is not None else value
 
 
+def count_of(values: Any) -> int:
+    """A list's length (the parents of a commit)."""
+    return len(values)
+
+
+def is_merge(values: Any) -> bool:
+    """More than one parent."""
+    return len(values) > 1
+
+
 def column(name: str, path: str, type_: pa.DataType, convert: Callable[[Any], Any] | None = None,
            nullable: bool = True) -> Column:
     """`path` is dotted (`author.display_name`), `@key` for a context value, `` for the item."""
