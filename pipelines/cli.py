@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--schemas-dir", default=None, metavar="DIR",
                         help="where the pinned (import/) and produced (export/) schemas live "
                         "(default: the project's schemas/)")
+    parser.add_argument("--progress", choices=("on", "off"), default="on",
+                        help="one line per backfill window with an ETA (default on)")
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -185,7 +187,8 @@ def backfill_command(args: argparse.Namespace) -> int:
             raise ConfigError("days", args.days, "a number of days of at least 1")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
-                          progress=window_printer(), **overrides)
+                          progress=window_printer() if args.progress == "on" else None,
+                          **overrides)
     write_report(args, {"backfill": [
         {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
          "report": w.result.report.as_dict() if w.result else None} for w in result.windows]})
