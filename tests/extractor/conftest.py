@@ -17,6 +17,20 @@ from simulator import Simulator
 from tests.conftest import FIXED_NOW
 
 DATASET = "repo_analytics"
+# The cloud edition's tables and natural keys, as the README's "Cloud edition" table states.
+CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "cloud_commits": ("repository_slug", "hash"),
+    "cloud_workspace_commits": ("repository_slug", "hash"),
+    "cloud_user_commits": ("read_for_user_uuid", "repository_slug", "hash"),
+    "cloud_commit_parents": ("repository_slug", "hash", "position"),
+    "cloud_pull_requests": ("repository_slug", "id"),
+    "cloud_workspace_pull_requests": ("repository_slug", "id"),
+    "cloud_user_pull_requests": ("read_for_user_uuid", "repository_slug", "id"),
+    "cloud_pull_request_statistics": ("level", "scope", "period_start", "period",
+                                      "state_filter", "date_type"),
+    "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
+    "cloud_users": ("uuid",),
+}
 # Fast retries for tests: the behaviour is the same, the waits are short.
 FAST_RETRY = {"backoff_base": 0.01, "max_wait_seconds": 5, "total_wait_seconds": 60,
               "max_attempts": 6, "skip_retry_attempts": 2}

@@ -23,8 +23,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from pipelines.cli import root_cause as cause_of
 from simulator import SimConfig, Simulator
-from sources.repo_analytics import FatalApiError, RetryBudgetExhausted
+from sources.repo_analytics import RetryBudgetExhausted
 from sources.repo_analytics.errors import UnsafeLinkError
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DATASET, FAST_RETRY, Loader
@@ -109,18 +110,6 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 
 def keys(loader: Loader, table: str, key: str) -> list[tuple[Any, ...]]:
     return loader.rows(f"SELECT repository_slug, {key} FROM {table}")
-
-
-def cause_of(error: BaseException) -> BaseException:
-    """Our own error inside dlt's wrappers (PipelineStepFailed -> ... -> ours)."""
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        if isinstance(current, (FatalApiError, RetryBudgetExhausted)):
-            return current
-        seen.append(current)
-        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
-    return seen[-1]
 
 
 def log_since(sim: Simulator, serial: int) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import pytest
 from pipelines.load import LoadResult
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
-from tests.extractor.conftest import FAST_RETRY, Loader
+from tests.extractor.conftest import CLOUD_PRIMARY_KEYS, FAST_RETRY, Loader
 
 START = datetime(2026, 3, 1, tzinfo=UTC)  # the Loader's default start_date
 SLACK = timedelta(hours=26)  # the zone-less commit date's extra re-read
@@ -32,19 +32,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 STATES = ("DECLINED", "MERGED", "OPEN", "SUPERSEDED")
 WIRE_FORMAT = "%Y-%m-%dT%H:%M:%S+00:00"
 
-PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "cloud_commits": ("repository_slug", "hash"),
-    "cloud_workspace_commits": ("repository_slug", "hash"),
-    "cloud_user_commits": ("read_for_user_uuid", "repository_slug", "hash"),
-    "cloud_commit_parents": ("repository_slug", "hash", "position"),
-    "cloud_pull_requests": ("repository_slug", "id"),
-    "cloud_workspace_pull_requests": ("repository_slug", "id"),
-    "cloud_user_pull_requests": ("read_for_user_uuid", "repository_slug", "id"),
-    "cloud_pull_request_statistics": ("level", "scope", "period_start", "period",
-                                      "state_filter", "date_type"),
-    "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
-    "cloud_users": ("uuid",),
-}
+PRIMARY_KEYS = CLOUD_PRIMARY_KEYS
 ALL_TABLES = frozenset(PRIMARY_KEYS)
 COMMIT_COLUMNS = ("repository_slug", "hash", "author_display_name", "author_uuid", "date_local",
                   "parent_count", "is_merge")

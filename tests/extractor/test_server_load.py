@@ -25,9 +25,10 @@ import duckdb
 import pytest
 import requests
 
+from pipelines.cli import root_cause as cause_of
 from pipelines.load import LoadResult
 from simulator import SimConfig, Simulator
-from sources.repo_analytics import FatalApiError, RetryBudgetExhausted
+from sources.repo_analytics import FatalApiError
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DATASET, FAST_RETRY, Loader
 from tests.extractor.test_cloud_load import (
@@ -471,18 +472,6 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
             assert end - since <= MAX_CSV_WINDOW, entry
         else:
             pytest.fail(f"unexpected endpoint {endpoint}")
-
-
-def cause_of(error: BaseException) -> BaseException:
-    """Our own error inside dlt's wrappers (PipelineStepFailed -> ... -> ours)."""
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        if isinstance(current, (FatalApiError, RetryBudgetExhausted)):
-            return current
-        seen.append(current)
-        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
-    return seen[-1]
 
 
 def single_commit_ids(log: list[dict[str, Any]]) -> list[str]:

@@ -36,7 +36,7 @@ import pytest
 
 from pipelines.load import make_pipeline, run_load
 from simulator import Simulator
-from tests.extractor.conftest import DATASET, FAST_RETRY, Loader
+from tests.extractor.conftest import CLOUD_PRIMARY_KEYS, DATASET, FAST_RETRY, Loader
 
 MakeSim = Callable[..., Simulator]
 Row = tuple[Any, ...]
@@ -379,20 +379,7 @@ RUN_LIMIT_SECONDS = 120
 CRASH_SIZE = os.environ.get("REPO_ANALYTICS_CRASH_SIZE", "tiny")
 CRASH_WINDOW = ("--start-date", "2026-05-17", "--end-date", "2026-05-31")
 DLT_COLUMNS = ("_dlt_load_id", "_dlt_id")
-# The cloud edition's tables and natural keys (README, "Cloud edition").
-CLOUD_KEYS: dict[str, tuple[str, ...]] = {
-    "cloud_commits": ("repository_slug", "hash"),
-    "cloud_workspace_commits": ("repository_slug", "hash"),
-    "cloud_user_commits": ("read_for_user_uuid", "repository_slug", "hash"),
-    "cloud_commit_parents": ("repository_slug", "hash", "position"),
-    "cloud_pull_requests": ("repository_slug", "id"),
-    "cloud_workspace_pull_requests": ("repository_slug", "id"),
-    "cloud_user_pull_requests": ("read_for_user_uuid", "repository_slug", "id"),
-    "cloud_pull_request_statistics": ("level", "scope", "period_start", "period",
-                                      "state_filter", "date_type"),
-    "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
-    "cloud_users": ("uuid",),
-}
+CLOUD_KEYS = CLOUD_PRIMARY_KEYS
 LOAD_ID = re.compile(r"\d+\.\d+")
 PHASES = ("extracted", "normalized", "loaded")  # package folders: normalize/extracted, load/...
 
