@@ -13,45 +13,41 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
-from urllib.parse import quote
 
 import duckdb
 
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
-from sources.repo_analytics.plan import RunPlan, build_plan
+from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.readers import ReadContext
+from sources.repo_analytics.scopes import endpoint_for, repository_scope
+from sources.repo_analytics.tables import Endpoint
 
 EDGE: Final = timedelta(hours=14)
 
 
 @dataclass(frozen=True)
 class EditionChecks:
+    """Where each edition keeps what is compared; the API side comes from its endpoint table."""
+
     commit_table: str
     commit_time: str  # column compared with the window
     commit_time_is_local: bool
-    commit_stats_path: str
-    commit_stats_params: dict[str, str]
+    commit_statistics: str  # resource family of the repository-level commit statistics
     commits_field: tuple[str, ...]
     added_field: tuple[str, ...]
     pr_table: str
-    pr_stats_path: str
     pr_states: tuple[str, ...]
 
 
 CHECKS: Final = {
-    "cloud": EditionChecks(
-        "cloud_commits", "date_local", True,
-        "/workspace/{workspace}/repos/{repository}/changes-statistics", {"merges": "include"},
-        ("commits",), ("lines_of_code", "added", "total"),
-        "cloud_pull_requests", "/workspace/{workspace}/repos/{repository}/pull-requests/statistics",
-        ("open", "merged", "declined", "superseded")),
-    "server": EditionChecks(
-        "server_commits", "author_timestamp", False,
-        "/projects/{project}/repos/{repository}/commits/statistics", {"merges": "include"},
-        ("commits",), ("linesOfCode", "added"),
-        "server_pull_requests", "/projects/{project}/repos/{repository}/pull-requests/statistics",
-        ("open", "merged", "declined")),
+    "cloud": EditionChecks("cloud_commits", "date_local", True, "change_statistics",
+                           ("commits",), ("lines_of_code", "added", "total"),
+                           "cloud_pull_requests", ("open", "merged", "declined", "superseded")),
+    "server": EditionChecks("server_commits", "author_timestamp", False, "commit_statistics",
+                            ("commits",), ("linesOfCode", "added"),
+                            "server_pull_requests", ("open", "merged", "declined")),
 }
 
 
@@ -79,6 +75,14 @@ class Reconciliation:
                 "differences": [asdict(d) for d in self.differences]}
 
 
+def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
+    endpoint = endpoint_for(ctx, resource, "repository")
+    if endpoint is None:
+        raise ValueError(f"the {ctx.plan.edition.name} edition has no repository-level "
+                         f"`{resource}` endpoint")
+    return endpoint
+
+
 def dig(body: Any, path: tuple[str, ...]) -> int:
     for key in path:
         body = body.get(key) if isinstance(body, dict) else None
@@ -93,40 +97,32 @@ def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime
     checks = CHECKS[spec.name]
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
                        spec.error_message, plan.client, RunReport())
+    ctx = ReadContext(plan, client, client.report)
     result = Reconciliation(0, [])
     with duckdb.connect(db_file, read_only=True) as con:
         con.execute(f"SET schema '{dataset}'")
-        repositories = landed_repositories(con, checks)
+        key = ", ".join(spec.repository_key)
+        repositories = con.execute(
+            f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()
         for names in repositories:
             for start, end in windows:
-                compare_window(con, client, plan, checks, names, start, end, result)
+                compare_window(con, ctx, checks, tuple(names), start, end, result)
     return result
 
 
-def landed_repositories(con: duckdb.DuckDBPyConnection, checks: EditionChecks) -> list[tuple]:
-    key = "project_key, repository_slug" if checks.commit_table.startswith("server") \
-        else "repository_slug"
-    return con.execute(f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()
-
-
-def path_values(plan: RunPlan, names: tuple) -> dict[str, str]:
-    values = {"workspace": plan.workspace or ""}
-    values.update(zip(plan.edition.repository_path, names, strict=True))
-    return {k: quote(v, safe="") for k, v in values.items()}
-
-
-def compare_window(con: duckdb.DuckDBPyConnection, client: ApiClient, plan: RunPlan,
-                   checks: EditionChecks, names: tuple, start: datetime, end: datetime,
+def compare_window(con: duckdb.DuckDBPyConnection, ctx: ReadContext, checks: EditionChecks,
+                   names: tuple[str, ...], start: datetime, end: datetime,
                    result: Reconciliation) -> None:
-    spec = plan.edition
-    values = path_values(plan, names)
+    spec = ctx.plan.edition
+    scope = repository_scope(ctx, names)
     dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
     label = "reconcile"
     where_repo = " AND ".join(f"{c} = ?" for c in spec.repository_key)
     window = f"{start.date()}..{end.date()}"
     repo = "/".join(names)
-    stats = client.get_json(checks.commit_stats_path.format(**values),
-                            {**checks.commit_stats_params, **dates}, label).body
+    commit_stats = required_endpoint(ctx, checks.commit_statistics)
+    stats = ctx.client.get_json(scope.path(commit_stats.path),
+                                {**commit_stats.params, **dates}, label).body
     low, high = (start.replace(tzinfo=None), end.replace(tzinfo=None)) \
         if checks.commit_time_is_local else (start, end)
     landed = con.execute(
@@ -151,9 +147,9 @@ def compare_window(con: duckdb.DuckDBPyConnection, client: ApiClient, plan: RunP
                        if abs(api_value - landed_value) <= edge[measure] else "mismatch")
             result.differences.append(Difference(repo, window, measure, api_value,
                                                  int(landed_value), verdict))
-    pr_stats = client.get_json(checks.pr_stats_path.format(**values),
-                               {"state": "all", "date_type" if spec.name == "cloud"
-                                else "dateType": "created", **dates}, label).body
+    pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
+    pr_stats = ctx.client.get_json(scope.path(pr_endpoint.path),
+                                   {**pr_endpoint.params, **dates}, label).body
     counts = dict(con.execute(
         f"SELECT lower(state), count(*) FROM {checks.pr_table} WHERE {where_repo} AND "
         "created_at >= ? AND created_at < ? GROUP BY 1", [*names, start, end]).fetchall())
