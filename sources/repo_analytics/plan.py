@@ -15,7 +15,6 @@ from .settings import (
     DEFAULT_LOOKBACK_DAYS,
     DEFAULT_START_DAYS,
     EDITIONS,
-    LEVELS,
     NAIVE_DATE_SLACK_HOURS,
     STATISTICS_PERIODS,
     ClientSettings,
@@ -110,8 +109,8 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
     workspace = values.get("workspace")
     if edition.name == "cloud" and not workspace:
         raise ConfigError("workspace", workspace or "(empty)", "the workspace slug of the token")
-    levels = name_list("levels", values.get("levels"), LEVELS[edition.name]) or LEVELS[
-        edition.name]
+    all_levels = tuple(dict.fromkeys(e.level for e in edition.endpoints))
+    levels = name_list("levels", values.get("levels"), all_levels) or all_levels
     families = sorted({e.resource for e in edition.endpoints})
     resources = name_list("resources", values.get("resources"), families) or tuple(families)
     until = (parse_user_instant("end_date", values["end_date"]) if values.get("end_date")

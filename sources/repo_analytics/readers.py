@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import dlt
@@ -24,9 +24,6 @@ from .paging import pages
 from .plan import RunPlan
 from .report import RunReport
 from .tables import REMOVED, Endpoint, child_rows, to_arrow
-
-if TYPE_CHECKING:
-    from .details import DetailSpec  # noqa: F401
 
 # Types are frozen (BI never sees a variant column); new columns may arrive (a new release
 # of this package, a host's CSV header growing) without breaking existing installations.

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-Edition = Literal["cloud", "server"]
 EDITIONS: Final = ("cloud", "server")
-LEVELS: Final = {
-    "cloud": ("workspace", "repository", "user"),
-    "server": ("global", "project", "repository", "user"),
-}
-DEFAULT_API_PREFIX: Final = {"cloud": "/rest/latest", "server": "/rest/analytics-api/latest"}
 
 RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 
@@ -22,9 +16,6 @@ NAIVE_DATE_SLACK_HOURS: Final = 26
 DEFAULT_START_DAYS: Final = 30
 STATISTICS_PERIODS: Final = ("day", "week", "month")
 DEFAULT_CONCURRENCY: Final = 4
-
-# Canonical resource families: a family is one endpoint kind at one level.
-RESOURCE_FAMILIES_DOC: Final = "see the README's resource table"
 
 
 @dataclass(frozen=True)
