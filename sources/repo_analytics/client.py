@@ -216,7 +216,7 @@ class ApiClient:
         error = state.outcome.exception() if state.outcome else None
         reason = error.reason if isinstance(error, RetryableError) else str(error)
         seconds = state.upcoming_sleep
-        self.report.count_retry(label, seconds, reason)
+        self.report.count_retry(label, seconds)
         if isinstance(error, RetryableError) and error.retry_after is not None:
             self.gate.hold(seconds)
         logger.warning(f"retrying {label} in {seconds:.2f} s (attempt "

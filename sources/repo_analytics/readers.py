@@ -51,6 +51,7 @@ class ReadContext:
     client: ApiClient
     report: RunReport
     working_paths: dict[str, str] = field(default_factory=dict)
+    directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -205,10 +206,21 @@ def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         yield tagged(ctx, endpoint, pa.concat_tables(tables))
 
 
+def directory_items(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> list[Any]:
+    """A whole, unpaged list, requested once per run (discovery and the resource share it)."""
+    with ctx.lock:
+        cached = ctx.directories.get(endpoint.name)
+    if cached is None:
+        body = get_first_working(ctx, endpoint, scope, dict(endpoint.params)).body
+        cached = list(body.get("values") or ())
+        with ctx.lock:
+            ctx.directories[endpoint.name] = cached
+    return cached
+
+
 def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[pa.Table]:
     """A whole, unpaged list (the cloud user list)."""
-    body = get_first_working(ctx, endpoint, scope, dict(endpoint.params)).body
-    items = list(body.get("values") or ())
+    items = directory_items(ctx, endpoint, scope)
     ctx.report.count_rows(label_of(endpoint, scope), len(items))
     if items:
         yield tagged(ctx, endpoint, to_arrow(items, endpoint.columns, scope.context))

@@ -41,7 +41,7 @@ class RunReport:
         with self._lock:
             self.counts[label].requests += 1
 
-    def count_retry(self, label: str, seconds: float, reason: str) -> None:
+    def count_retry(self, label: str, seconds: float) -> None:
         with self._lock:
             entry = self.counts[label]
             entry.retries += 1

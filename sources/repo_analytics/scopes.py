@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from .dates import wire
 from .paging import pages
-from .readers import ReadContext, Scope, get_first_working
+from .readers import ReadContext, Scope, directory_items
 from .tables import Endpoint, to_arrow
 
 
@@ -85,8 +85,8 @@ def directory_users(ctx: ReadContext) -> list[str] | None:
     endpoint = endpoint_for(ctx, "users", ctx.plan.edition.top_level)
     if endpoint is None:
         return None
-    body = get_first_working(ctx, endpoint, top_scope(ctx), endpoint.params).body
-    table: pa.Table = to_arrow(list(body.get("values") or ()), endpoint.columns, {})
+    table: pa.Table = to_arrow(directory_items(ctx, endpoint, top_scope(ctx)),
+                               endpoint.columns, {})
     return sorted(table.column(ctx.plan.edition.user_key).to_pylist())
 
 
