@@ -1,30 +1,42 @@
-"""Backfill: a long range in half-open windows, each its own load, resumable after a crash.
+"""Backfill: a long range in half-open windows, several at once, resumable after a crash.
 
-Each window is one pipeline run that reads exactly [start, end) for every scope (scopes in
-parallel, sharing one client and so one rate limiter per host) and records the window as
-finished in the same load: a window is finished only once its data is in, a crash repeats at
-most the window it hit, and merge keys make that repeat harmless. Windows run one after
-another: one DuckDB file has one writer, and one dlt pipeline one run at a time.
+Each window is one load that reads exactly [start, end) for every scope and records the
+window as finished in the same load: a window is finished only once its data is in, a crash
+repeats at most the windows it hit, and merge keys make that repeat harmless.
+
+Windows run `parallel` at a time, each on a window pipeline of its own (`<name>_window_<n>`:
+dlt runs one load at a time per pipeline, and separate pipelines in separate threads). They
+load the same dataset one after another (one lock: a DuckDB file has one writer), share one
+gate per host (a 429 holds them all; at most `concurrency` requests are open at once), and
+never touch the main pipeline's nightly cursors.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
-from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import dlt
 
-from pipelines.load import LoadResult, run_load
-from sources.repo_analytics import WINDOW_MARKER
+from pipelines.load import LoadResult, extract_workers, run_load, settle_pending, sibling
+from pipelines.progress import Progress
+from pipelines.views import create_views
+from sources.repo_analytics import WINDOW_MARKER, RunReport
+from sources.repo_analytics.client import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.errors import ConfigError
+from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 SIGNATURE_KEYS = ("edition", "base_url", "workspace", "levels", "resources", "projects",
                   "repositories", "users")
 DEFAULT_WINDOW_DAYS = 30
+DEFAULT_PARALLEL_WINDOWS = 2
+MAX_PARALLEL_WINDOWS = 8
 
 
 @dataclass
@@ -34,11 +46,12 @@ class WindowOutcome:
     resumed: bool  # finished by an earlier run: nothing was requested for it
     result: LoadResult | None = None
     seconds: float = 0.0
+    index: int = 0  # the window's place in the plan, from 1
 
 
 @dataclass
 class BackfillResult:
-    windows: list[WindowOutcome] = field(default_factory=list)
+    windows: list[WindowOutcome] = field(default_factory=list)  # in plan order
 
     @property
     def partial(self) -> bool:
@@ -62,19 +75,44 @@ def normalise(value: Any) -> Any:
     return value if value is not None else "all"
 
 
-def finished_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
-    """Windows recorded as finished in the pipeline's state (restored from the destination
-    when the working folder was lost). A crashed run's pending packages are dropped first:
-    extract already wrote their window into the local state, but their data is not loaded."""
-    if pipeline.has_pending_data:
-        pipeline.abort_packages()
-    try:
-        pipeline.sync_destination()
-    except Exception:  # noqa: BLE001 - a first run has nothing to restore
-        pass
+def window_pipeline_name(pipeline_name: str, slot: int) -> str:
+    return f"{pipeline_name}_window_{slot}"
+
+
+def window_pipelines(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
+                     ) -> list[dlt.Pipeline]:
+    """The pipeline and its window pipelines, each with its state restored from the
+    destination when its working folder was lost, and a crashed run's packages finished.
+    The pipeline is active again afterwards."""
+    found = [pipeline]
+    for slot in range(1, slots + 1):
+        found.append(sibling(pipeline, window_pipeline_name(pipeline.pipeline_name, slot)))
+    for each in found:
+        settle_pending(each)
+        try:
+            each.sync_destination()
+        except Exception:  # noqa: BLE001 - a first run has nothing to restore
+            pass
+    pipeline.activate()
+    return found
+
+
+def recorded_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
+    """The windows one pipeline's state records as finished, with their signatures."""
     sources = pipeline.state.get("sources", {})
     resources = sources.get("repo_analytics", {}).get("resources", {})
     return dict(resources.get(WINDOW_MARKER, {}).get("finished", {}))
+
+
+def finished_windows(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
+                     ) -> dict[str, Any]:
+    """Windows recorded as finished by the pipeline (sequential backfills of earlier versions)
+    or by any of its window pipelines."""
+    done: dict[str, Any] = {}
+    for each in window_pipelines(pipeline, slots):
+        for key, wanted in recorded_windows(each).items():
+            done.setdefault(key, []).append(wanted)
+    return done
 
 
 def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
@@ -88,27 +126,100 @@ def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
     return list(windows(start, end, timedelta(days=days)))
 
 
+@dataclass
+class WindowRunner:
+    """Loads windows on the calling thread's own window pipeline."""
+
+    pipeline: dlt.Pipeline
+    source_args: dict[str, Any]
+    wanted: dict[str, Any]
+    clock: datetime
+    gate: HostGate
+    progress: Progress
+    load_lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _slots: Any = field(default_factory=lambda: itertools.count(1))
+    _local: threading.local = field(default_factory=threading.local)
+
+    def own_pipeline(self) -> dlt.Pipeline:
+        """This thread's window pipeline: dlt binds a pipeline to the thread that made it."""
+        mine = getattr(self._local, "pipeline", None)
+        if mine is None:
+            name = window_pipeline_name(self.pipeline.pipeline_name, next(self._slots))
+            mine = self._local.pipeline = sibling(self.pipeline, name)
+        return mine
+
+    def run(self, index: int, start: datetime, end: datetime) -> WindowOutcome | None:
+        if self.stopping.is_set():  # another window failed: start nothing new
+            return None
+        began = time.monotonic()
+        key = window_key(start, end)
+        report = RunReport()
+        self.progress.watch(report)
+        loaded = run_load(self.own_pipeline(), start_date=start.isoformat(),
+                          end_date=end.isoformat(), now=self.clock,
+                          backfill_window={"key": key, "signature": self.wanted},
+                          host_gate=self.gate, load_lock=self.load_lock, views=False,
+                          report=report,
+                          **self.source_args)
+        return WindowOutcome(start, end, False, loaded, time.monotonic() - began, index)
+
+
 def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | datetime | None,
                  window_days: int = DEFAULT_WINDOW_DAYS,
-                 progress: Callable[[WindowOutcome, int, int], None] | None = None,
-                 now: datetime | None = None, **source_args: Any) -> BackfillResult:
-    """Load [since, until) window by window, skipping windows an earlier run finished."""
+                 progress: Progress | None = None, now: datetime | None = None,
+                 parallel: int = DEFAULT_PARALLEL_WINDOWS, **source_args: Any
+                 ) -> BackfillResult:
+    """Load [since, until) window by window, `parallel` windows at once, skipping windows
+    an earlier run finished. The first failure stops new windows from starting; the windows
+    under way finish and stay recorded, and the failure is raised."""
+    if not 1 <= parallel <= MAX_PARALLEL_WINDOWS:
+        raise ConfigError("parallel_windows", parallel,
+                          f"a number from 1 to {MAX_PARALLEL_WINDOWS}")
     clock = now or datetime.now().astimezone()
     planned = plan_windows(since, until, window_days, clock)
-    done = finished_windows(pipeline)
     wanted = signature(source_args)
-    result = BackfillResult()
+    done = finished_windows(pipeline)
+    outcomes: dict[int, WindowOutcome] = {}
+    shown = progress or Progress()
+    shown.planned(len(planned))
+
+    def ended(outcome: WindowOutcome) -> None:
+        outcomes[outcome.index] = outcome
+        shown.window_ended(outcome, len(outcomes), len(planned))
+
+    todo = []
     for index, (start, end) in enumerate(planned, 1):
-        key = window_key(start, end)
-        if done.get(key) == wanted:
-            outcome = WindowOutcome(start, end, resumed=True)
+        if wanted in done.get(window_key(start, end), ()):
+            ended(WindowOutcome(start, end, resumed=True, index=index))
         else:
-            began = time.monotonic()
-            loaded = run_load(pipeline, start_date=start.isoformat(), end_date=end.isoformat(),
-                              now=clock, backfill_window={"key": key, "signature": wanted},
-                              **source_args)
-            outcome = WindowOutcome(start, end, False, loaded, time.monotonic() - began)
-        result.windows.append(outcome)
-        if progress is not None:
-            progress(outcome, index, len(planned))
-    return result
+            todo.append((index, start, end))
+    concurrency = int(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
+    runner = WindowRunner(pipeline, source_args, wanted, clock, HostGate(concurrency), shown)
+    failure: BaseException | None = None
+    with extract_workers(str(concurrency)), ThreadPoolExecutor(
+            max_workers=min(parallel, max(len(todo), 1)),
+            thread_name_prefix="backfill-window") as pool:
+        pending: set[Future[WindowOutcome | None]] = {
+            pool.submit(runner.run, *window) for window in todo}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        outcome = future.result()
+                    except Exception as error:  # noqa: BLE001 - raised once all have ended
+                        runner.stopping.set()
+                        failure = failure or error
+                        continue
+                    if outcome is not None:
+                        ended(outcome)
+        except BaseException:  # Ctrl-C: start nothing new; the windows under way finish
+            runner.stopping.set()
+            raise
+    pipeline.activate()
+    if failure is not None:
+        raise failure
+    if pipeline.destination.destination_name == "duckdb":
+        create_views(pipeline)
+    return BackfillResult([outcomes[i] for i in sorted(outcomes)])

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 
 # CLI flag -> source argument; unset flags fall back to dlt config (.dlt/, env vars).
 LOAD_FLAGS = ("edition", "base_url", "api_prefix", "workspace", "levels", "resources",
@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--schemas-dir", default=None, metavar="DIR",
                         help="where the pinned (import/) and produced (export/) schemas live "
                         "(default: the project's schemas/)")
-    parser.add_argument("--progress", choices=("on", "off"), default="on",
-                        help="one line per backfill window with an ETA (default on)")
+    parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                        help="live progress bars (on), nothing (off), or auto (default): bars "
+                             "on a terminal, otherwise a plain line per backfill window")
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--until", default=None, help="end, exclusive (default now)")
     backfill.add_argument("--days", type=int, default=None, help="the last N days")
     backfill.add_argument("--window-days", type=int, default=30, help="window size (30)")
+    backfill.add_argument("--parallel-windows", type=int, default=2, metavar="N",
+                          help="windows loaded at once, 1 to 8 (2); they share the host's "
+                               "rate limit and `concurrency` open requests")
     check = commands.add_parser(
         "check", help="validate config and reach the host (credentials, licence, app)",
         description="Check config, then make one small request; one line per finding.")
@@ -72,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--windows", action="store_true",
                        help="also forget the finished backfill windows")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for command in (load, backfill):
+        command.add_argument("--no-reconcile", action="store_true",
+                             help="skip comparing what landed with the API's statistics")
     for command in (load, backfill, check):
         for flag in LOAD_FLAGS:
             if command is backfill and flag in ("start_date", "end_date"):
@@ -91,12 +98,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_command(args: argparse.Namespace) -> int:
     from pipelines.load import run_load
+    from pipelines.progress import make_progress
+    from sources.repo_analytics import RunReport
 
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
-    result = run_load(make_cli_pipeline(args), **overrides)
+    report = RunReport()
+    with make_progress(args.progress, "load") as progress:
+        progress.watch(report)
+        result = run_load(make_cli_pipeline(args), report=report, **overrides)
     print_summary(result)
-    write_report(args, {"load": result.report.as_dict()})
-    return EXIT_PARTIAL if result.report.partial else EXIT_OK
+    check = reconciled(args, result.pipeline, [report])
+    write_report(args, {"load": report.as_dict(),
+                        "reconciliation": check.as_dict() if check else None})
+    return exit_code(report.partial, check)
+
+
+def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any]) -> Any:
+    """What the runs read, reconciled with the API's statistics and printed; None when
+    switched off. Reconciliation never fails a load: a host that refuses it is a note."""
+    from pipelines.reconcile import Reconciliation, reconcile_pipeline
+    from sources.repo_analytics import RepoAnalyticsError
+
+    windows = sorted({r.read_range for r in reports if r.read_range})
+    if args.no_reconcile or not windows:
+        return None
+    try:
+        check = reconcile_pipeline(pipeline, windows, resolved_source_args(args))
+    except RepoAnalyticsError as error:
+        check = Reconciliation(0, [], [f"not run: {error}"])
+    for line in check.summary():
+        print(line)
+    return check
+
+
+def exit_code(partial: bool, check: Any) -> int:
+    """5 when what landed differs from the API, else 3 when scopes were skipped, else 0."""
+    if check is not None and not check.ok:
+        return EXIT_MISMATCH
+    return EXIT_PARTIAL if partial else EXIT_OK
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -174,6 +213,7 @@ def backfill_command(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
     from pipelines.backfill import run_backfill
+    from pipelines.progress import make_progress
 
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS
                  if k not in ("start_date", "end_date") and getattr(args, k, None) is not None}
@@ -186,15 +226,19 @@ def backfill_command(args: argparse.Namespace) -> int:
 
             raise ConfigError("days", args.days, "a number of days of at least 1")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
-    result = run_backfill(make_cli_pipeline(args), since, args.until, args.window_days,
-                          progress=window_printer() if args.progress == "on" else None,
-                          **overrides)
-    write_report(args, {"backfill": [
-        {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
-         "report": w.result.report.as_dict() if w.result else None} for w in result.windows]})
+    pipeline = make_cli_pipeline(args)
+    with make_progress(args.progress, "backfill") as progress:
+        result = run_backfill(pipeline, since, args.until, args.window_days,
+                              progress=progress, parallel=args.parallel_windows, **overrides)
     print(f"backfill done: {len(result.windows)} windows, "
           f"{sum(w.resumed for w in result.windows)} already finished before")
-    return EXIT_PARTIAL if result.partial else EXIT_OK
+    check = reconciled(args, pipeline,
+                       [w.result.report for w in result.windows if w.result])
+    write_report(args, {"backfill": [
+        {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
+         "report": w.result.report.as_dict() if w.result else None} for w in result.windows],
+        "reconciliation": check.as_dict() if check else None})
+    return exit_code(result.partial, check)
 
 
 def check_command(args: argparse.Namespace) -> int:
@@ -245,31 +289,6 @@ def reset_command(args: argparse.Namespace) -> int:
     names = reset(make_cli_pipeline(args), args.resource, args.windows)
     print(f"forgot the state of {len(names)} resources: {', '.join(names)}")
     return EXIT_OK
-
-
-def window_printer() -> Any:
-    """One line per window: done/total, rows, requests, retries, waits, and an ETA."""
-    import time
-
-    began = time.monotonic()
-    loaded: list[float] = []
-
-    def show(outcome: Any, index: int, total: int) -> None:
-        span = f"[{outcome.start.date()} .. {outcome.end.date()})"
-        if outcome.resumed:
-            print(f"window {index}/{total} {span}: finished earlier, skipped", flush=True)
-            return
-        loaded.append(outcome.seconds)
-        totals = outcome.result.report.totals()
-        eta = sum(loaded) / len(loaded) * (total - index)
-        print(f"window {index}/{total} {span}: {totals.rows} rows, {totals.requests} "
-              f"requests, {totals.retries} retries, {totals.wait_seconds:.1f} s waited, "
-              f"{outcome.seconds:.1f} s; elapsed {time.monotonic() - began:.0f} s, "
-              f"ETA {eta:.0f} s", flush=True)
-        for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
-            print(f"  skipped {skip.resource}: {skip.kind}: {skip.message}", flush=True)
-
-    return show
 
 
 def make_cli_pipeline(args: argparse.Namespace) -> Any:

@@ -20,6 +20,7 @@ import duckdb
 
 from pipelines.backfill import run_backfill
 from pipelines.load import make_pipeline, run_load
+from pipelines.progress import make_progress
 from pipelines.reconcile import reconcile
 from simulator import SimConfig, Simulator
 
@@ -45,8 +46,9 @@ def run_demo(args: argparse.Namespace) -> int:
         clock = datetime.fromtimestamp(info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()
         print(f"backfill [{since} .. {clock.isoformat()}) in 61-day windows:", flush=True)
-        backfill = run_backfill(pipeline, since, clock.isoformat(), 61, now=clock,
-                                progress=print_progress, **source_args)
+        with make_progress(args.progress, "demo backfill") as progress:
+            backfill = run_backfill(pipeline, since, clock.isoformat(), 61, now=clock,
+                                    progress=progress, **source_args)
         advanced = sim.advance(days=1)
         late = len(advanced["late_commits"])
         print(f"advanced the simulated clock one day: {advanced['new_commits']} new commits, "
@@ -63,7 +65,7 @@ def run_demo(args: argparse.Namespace) -> int:
     report = {"backfill": [w.result.report.as_dict() for w in backfill.windows if w.result],
               "nightly": nightly.report.as_dict(), "reconciliation": check.as_dict()}
     db_file.with_suffix(".report.json").write_text(json.dumps(report, indent=2, default=str))
-    print_summary(db_file, args.dataset, check, advanced["late_commits"], args.edition)
+    print_summary(db_file, args.dataset, check, advanced["late_commits"])
     if not check.ok:
         return EXIT_MISMATCH
     return EXIT_PARTIAL if backfill.partial or nightly.report.partial else EXIT_OK
@@ -80,15 +82,7 @@ def demo_source_args(sim: Simulator, info: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def print_progress(outcome: Any, index: int, total: int) -> None:
-    totals = outcome.result.report.totals() if outcome.result else None
-    rows = f"{totals.rows} rows, {totals.requests} requests" if totals else "already loaded"
-    print(f"  window {index}/{total} [{outcome.start.date()} .. {outcome.end.date()}): "
-          f"{rows}, {outcome.seconds:.1f} s", flush=True)
-
-
-def print_summary(db_file: Path, dataset: str, check: Any, late: list[str],
-                  edition: str) -> None:
+def print_summary(db_file: Path, dataset: str, check: Any, late: list[str]) -> None:
     with duckdb.connect(str(db_file), read_only=True) as con:
         tables = con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
@@ -106,12 +100,8 @@ def print_summary(db_file: Path, dataset: str, check: Any, late: list[str],
                            f'FROM "{dataset}".commits').fetchone()
     if span:
         print(f"commits from {span[0]} to {span[1]}")
-    verdict = "PASSED" if check.ok else "FAILED"
-    tolerance = (f", {sum(d.verdict != 'mismatch' for d in check.differences)} within the "
-                 "edge tolerance of the zone-less cloud commit date" if edition == "cloud"
-                 else "")
-    print(f"reconciliation with the API's statistics: {verdict} ({check.checked} checks, "
-          f"{sum(d.verdict == 'mismatch' for d in check.differences)} mismatches{tolerance})")
+    for line in check.summary():
+        print(line)
     print(f"late-pushed commits caught by the nightly run's look-back: "
           f"{landed[0] if landed else 0} of {len(late)}")
     print(f"run report: {db_file.with_suffix('.report.json')}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,26 +41,71 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
     )
 
 
-def run_load(pipeline: dlt.Pipeline, **source_args: Any) -> LoadResult:
-    """Extract and load once; unfinished packages of a crashed run are dropped first.
+def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | None = None,
+             views: bool = True, report: RunReport | None = None,
+             **source_args: Any) -> LoadResult:
+    """Extract, normalise and load once; a crashed run's packages are finished first.
 
     `concurrency` (scopes read at once) is dlt's extract worker count for this run, unless
-    EXTRACT__WORKERS is set in the environment.
+    EXTRACT__WORKERS is set in the environment. `load_lock` is held while the destination is
+    used (restoring state, loading, views): the backfill's windows share one DuckDB writer.
+    `report` collects the run's counts (a new one when not given).
     """
-    report = RunReport()
-    if pipeline.has_pending_data:
-        # abort_packages (dlt >= 1.30; drop_pending_packages is its deprecated alias, which
-        # warns on stderr): restores the local state and schemas the packages started from.
-        pipeline.abort_packages()
+    report = report if report is not None else RunReport()
+    guard = load_lock or nullcontext()
+    with guard:
+        settle_pending(pipeline)
+        restore_state(pipeline)
     workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
     with extract_workers(workers):
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
         source = repo_analytics(report=report, **source_args)
-        info = pipeline.run(source, loader_file_format="parquet", **run_options(pipeline))
-    if pipeline.destination.destination_name == "duckdb":
-        create_views(pipeline)
+        pipeline.activate()
+        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+    pipeline.normalize()
+    with guard:
+        info = pipeline.load()
+        if views and pipeline.destination.destination_name == "duckdb":
+            create_views(pipeline)
     return LoadResult(info, report, pipeline)
+
+
+def settle_pending(pipeline: dlt.Pipeline) -> None:
+    """Finish the packages a crashed run left behind, rather than drop them: a package exists
+    only after a whole extract, and holds its data with the state that goes with it (cursors,
+    finished windows). Loading it makes both true together; dropping it after part of it was
+    loaded could leave state in the destination that claims data that is not there."""
+    if pipeline.list_extracted_load_packages():
+        pipeline.normalize()
+    if pipeline.list_normalized_load_packages():
+        pipeline.load()
+
+
+def restore_state(pipeline: dlt.Pipeline) -> None:
+    """State from the destination when it is newer than the working folder's (a lost or
+    stale folder), as `pipeline.run` would; nothing to restore before the first load."""
+    try:
+        pipeline.sync_destination()
+    except Exception:  # noqa: BLE001 - the dataset does not exist yet
+        pass
+
+
+def sibling(pipeline: dlt.Pipeline, name: str) -> dlt.Pipeline:
+    """Another pipeline loading the same destination and dataset, with its own state and
+    working folder (dlt runs one load at a time per pipeline). Exports no schema: the
+    pipeline's own export is the one to read. Imports the pinned schema only when there is
+    one: with none, dlt writes the first schema it makes into the import folder, and window
+    pipelines starting together would race to write it."""
+    imports = pipeline.schemas.config.import_schema_path
+    pinned = imports if imports and any(Path(imports).glob("*.schema.yaml")) else None
+    return dlt.pipeline(
+        pipeline_name=name,
+        destination=pipeline.destination,
+        dataset_name=pipeline.dataset_name,
+        pipelines_dir=pipeline.pipelines_dir,
+        import_schema_path=pinned,  # type: ignore[arg-type]  # None: none pinned
+    )
 
 
 def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:

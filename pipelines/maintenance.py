@@ -10,6 +10,7 @@ from typing import Any
 import dlt
 from dlt.pipeline.helpers import pipeline_drop
 
+from pipelines.backfill import finished_windows, recorded_windows, window_pipelines
 from sources.repo_analytics import EDITION_SPECS, WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
@@ -40,7 +41,7 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
         fetched = states[name].get("details_fetched")
         if fetched:
             yield f"{name}: {len(fetched)} commits with files fetched in the look-back window"
-    finished = sorted((states.get(WINDOW_MARKER) or {}).get("finished", {}))
+    finished = sorted(finished_windows(pipeline))
     yield f"backfill windows finished: {len(finished)}"
     for key in finished:
         yield f"  {key}"
@@ -64,13 +65,18 @@ def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     the finished backfill windows), so the next run reads them from `start_date` again.
     Tables are kept; merge keys make the re-read harmless."""
     names = [n for n in resource_states(pipeline) if n.startswith(prefix) and n != WINDOW_MARKER]
-    if windows:
-        names.append(WINDOW_MARKER)
-    if not names:
+    if not names and not windows:
         raise ConfigError("resource", prefix, "the start of a resource name shown by "
                           "`repo-analytics state`")
-    patterns = ["re:^" + re.escape(n) + "$" for n in names]
-    pipeline_drop(pipeline, resources=patterns, state_only=True)()
+    if names:
+        patterns = ["re:^" + re.escape(n) + "$" for n in names]
+        pipeline_drop(pipeline, resources=patterns, state_only=True)()
+    if windows:
+        names.append(WINDOW_MARKER)
+        for each in window_pipelines(pipeline):  # the windows' own pipelines record them
+            if recorded_windows(each):
+                pipeline_drop(each, resources=["re:^" + WINDOW_MARKER + "$"], state_only=True)()
+        pipeline.activate()
     return names
 
 

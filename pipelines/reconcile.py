@@ -1,28 +1,35 @@
 """Self-reconciliation: what landed, compared with the API's own statistics.
 
 For each repository and window: commit counts and lines added (the commit statistics
-endpoint) and pull requests created, by state (the pull-request statistics endpoint), against
-the loaded tables. The cloud commit `date` has no zone, so for the cloud edition a commit near
-a window edge may fall on either side: a difference no larger than what the commits within
-14 hours of an edge (the widest offsets) add up to — in count, or in lines — is reported as
+endpoint) and pull requests by state (the pull-request statistics endpoint), against the
+loaded tables. Pull requests are counted by their last update, the date the lists are read
+by: one created in a window but updated after it is loaded by a later window (or night), and
+counting by creation would report it missing where nothing is wrong.
+
+The cloud commit `date` has no zone, so for the cloud edition a commit near a window edge may
+fall on either side: a difference no larger than what the commits within 14 hours of an edge
+(the widest offsets) add up to — in count, or in lines — is reported as
 `within_edge_tolerance`, not as a mismatch.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+import dlt
 import duckdb
 
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
+from sources.repo_analytics.errors import SkippableApiError
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import ReadContext
 from sources.repo_analytics.scopes import endpoint_for, repository_scope
-from sources.repo_analytics.tables import Endpoint
+from sources.repo_analytics.tables import EditionSpec, Endpoint
 
 EDGE: Final = timedelta(hours=14)
 
@@ -65,14 +72,33 @@ class Difference:
 class Reconciliation:
     checked: int
     differences: list[Difference]
+    notes: list[str] = field(default_factory=list)  # windows not checked, and why
 
     @property
     def ok(self) -> bool:
         return not any(d.verdict == "mismatch" for d in self.differences)
 
+    def summary(self, shown: int = 10) -> list[str]:
+        """The verdict, then up to `shown` mismatches and every note, one line each."""
+        if not self.checked:
+            return ["reconciliation with the API's statistics: not run"] + [
+                f"  {note}" for note in self.notes]
+        tolerated = sum(d.verdict != "mismatch" for d in self.differences)
+        mismatched = [d for d in self.differences if d.verdict == "mismatch"]
+        lines = [f"reconciliation with the API's statistics: "
+                 f"{'PASSED' if self.ok else 'FAILED'} ({self.checked} checks, "
+                 f"{len(mismatched)} mismatches"
+                 + (f", {tolerated} within the edge tolerance of the zone-less cloud commit "
+                    "date" if tolerated else "") + ")"]
+        lines += [f"  mismatch {d.repository} {d.window} {d.measure}: API {d.api}, landed "
+                  f"{d.landed}" for d in mismatched[:shown]]
+        if len(mismatched) > shown:
+            lines.append(f"  … {len(mismatched) - shown} more in the run report")
+        return lines + [f"  {note}" for note in self.notes]
+
     def as_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "ok": self.ok,
-                "differences": [asdict(d) for d in self.differences]}
+                "differences": [asdict(d) for d in self.differences], "notes": self.notes}
 
 
 def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
@@ -91,7 +117,45 @@ def dig(body: Any, path: tuple[str, ...]) -> int:
 
 def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime]],
               source_args: dict[str, Any]) -> Reconciliation:
-    """Compare every repository of the dataset, window by window, with the API."""
+    """Compare every repository of a DuckDB file's dataset, window by window, with the API."""
+    with duckdb.connect(db_file, read_only=True) as con:
+        return reconcile_with(con, dataset, windows, source_args)
+
+
+def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, datetime]],
+                       source_args: dict[str, Any]) -> Reconciliation:
+    """Reconcile what a run loaded into the pipeline's destination: a DuckDB file, or Delta
+    tables on a filesystem (read with dlt's deltalake helper); other destinations are not
+    reconciled (a note says so)."""
+    name = pipeline.destination.destination_name
+    edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
+    checks = CHECKS.get(str(edition))
+    if checks is None:
+        return Reconciliation(0, [], [f"not run: unknown edition {edition!r}"])
+    if name == "duckdb":
+        with pipeline.sql_client() as client:
+            return reconcile_with(client.native_connection, pipeline.dataset_name, windows,
+                                  source_args)
+    if name == "filesystem":
+        from dlt.common.libs.deltalake import get_delta_tables
+
+        tables = get_delta_tables(pipeline, checks.commit_table, checks.pr_table)
+        with duckdb.connect() as con:
+            con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
+            for table, delta in tables.items():
+                data = delta.to_pyarrow_dataset()  # noqa: F841 - read by name below
+                con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
+                            "SELECT * FROM data")
+            return reconcile_with(con, pipeline.dataset_name, windows, source_args)
+    return Reconciliation(0, [], [f"not run: reconciliation reads DuckDB or Delta tables, "
+                                  f"not the {name} destination"])
+
+
+def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
+                   windows: list[tuple[datetime, datetime]],
+                   source_args: dict[str, Any]) -> Reconciliation:
+    """Every repository of the dataset, window by window: the API's statistics are fetched in
+    parallel (`concurrency` at once), then compared with what landed."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
     checks = CHECKS[spec.name]
@@ -99,30 +163,61 @@ def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime
                        spec.error_message, plan.client, RunReport())
     ctx = ReadContext(plan, client, client.report)
     result = Reconciliation(0, [])
-    with duckdb.connect(db_file, read_only=True) as con:
-        con.execute(f"SET schema '{dataset}'")
-        key = ", ".join(spec.repository_key)
-        repositories = con.execute(
-            f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()
-        for names in repositories:
-            for start, end in windows:
-                compare_window(con, ctx, checks, tuple(names), start, end, result)
+    con.execute(f"SET schema '{dataset}'")
+    present = {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
+        [dataset]).fetchall()}
+    if checks.commit_table not in present:
+        result.notes.append(f"not run: no `{checks.commit_table}` table (reconciliation needs "
+                            "the repository-level commits)")
+        return result
+    key = ", ".join(spec.repository_key)
+    repositories = [tuple(names) for names in con.execute(
+        f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()]
+    if plan.repositories is not None:
+        wanted = {tuple(name.split("/")) for name in plan.repositories}
+        repositories = [names for names in repositories if names in wanted]
+    jobs = [(names, start, end) for names in repositories for start, end in windows]
+    with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
+        answers = list(pool.map(lambda job: api_statistics(ctx, checks, *job), jobs))
+    for (names, start, end), answer in zip(jobs, answers, strict=True):
+        if isinstance(answer, str):
+            result.notes.append(answer)
+        else:
+            compare_window(con, spec, checks, names, start, end, answer, result,
+                           checks.pr_table in present)
     return result
 
 
-def compare_window(con: duckdb.DuckDBPyConnection, ctx: ReadContext, checks: EditionChecks,
-                   names: tuple[str, ...], start: datetime, end: datetime,
-                   result: Reconciliation) -> None:
+def api_statistics(ctx: ReadContext, checks: EditionChecks, names: tuple[str, ...],
+                   start: datetime, end: datetime) -> tuple[Any, Any] | str:
+    """The API's commit and pull-request statistics of one repository and window, or why
+    they could not be read (a scope the host skips: forbidden, not indexed)."""
     spec = ctx.plan.edition
     scope = repository_scope(ctx, names)
     dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
-    label = "reconcile"
+    try:
+        commit_stats = required_endpoint(ctx, checks.commit_statistics)
+        stats = ctx.client.get_json(scope.path(commit_stats.path),
+                                    {**commit_stats.params, **dates}, "reconcile").body
+        pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
+        by_update = {k: v for k, v in required_endpoint(ctx, "pull_requests").params.items()
+                     if k in pr_endpoint.params}  # the list's date type: updated
+        pr_stats = ctx.client.get_json(scope.path(pr_endpoint.path),
+                                       {**pr_endpoint.params, **by_update, **dates},
+                                       "reconcile").body
+    except SkippableApiError as error:
+        return f"{'/'.join(names)} {start.date()}..{end.date()} not checked: {error}"
+    return stats, pr_stats
+
+
+def compare_window(con: duckdb.DuckDBPyConnection, spec: EditionSpec, checks: EditionChecks,
+                   names: tuple[str, ...], start: datetime, end: datetime,
+                   answers: tuple[Any, Any], result: Reconciliation, with_prs: bool) -> None:
+    stats, pr_stats = answers
     where_repo = " AND ".join(f"{c} = ?" for c in spec.repository_key)
     window = f"{start.date()}..{end.date()}"
     repo = "/".join(names)
-    commit_stats = required_endpoint(ctx, checks.commit_statistics)
-    stats = ctx.client.get_json(scope.path(commit_stats.path),
-                                {**commit_stats.params, **dates}, label).body
     low, high = (start.replace(tzinfo=None), end.replace(tzinfo=None)) \
         if checks.commit_time_is_local else (start, end)
     landed = con.execute(
@@ -147,12 +242,11 @@ def compare_window(con: duckdb.DuckDBPyConnection, ctx: ReadContext, checks: Edi
                        if abs(api_value - landed_value) <= edge[measure] else "mismatch")
             result.differences.append(Difference(repo, window, measure, api_value,
                                                  int(landed_value), verdict))
-    pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
-    pr_stats = ctx.client.get_json(scope.path(pr_endpoint.path),
-                                   {**pr_endpoint.params, **dates}, label).body
+    if not with_prs:
+        return
     counts = dict(con.execute(
         f"SELECT lower(state), count(*) FROM {checks.pr_table} WHERE {where_repo} AND "
-        "created_at >= ? AND created_at < ? GROUP BY 1", [*names, start, end]).fetchall())
+        "updated_at >= ? AND updated_at < ? GROUP BY 1", [*names, start, end]).fetchall())
     for state in checks.pr_states:
         result.checked += 1
         api_value = dig(pr_stats, ("state", state))

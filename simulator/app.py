@@ -60,6 +60,14 @@ class RequestLog:
         self.counts: Counter[tuple[str, int]] = Counter()
         self.entries: deque[dict[str, Any]] = deque(maxlen=LOG_ENTRIES)
         self.serial = 0
+        self.open_now = 0  # API requests being answered right now (latency included)
+        self.open_max = 0  # the most at once since the last reset
+
+    def in_flight(self, change: int) -> None:
+        """An API request began (+1) or was answered (-1)."""
+        with self._lock:
+            self.open_now += change
+            self.open_max = max(self.open_max, self.open_now)
 
     def record(self, request: Request, endpoint: str, status: int, fault: str | None) -> None:
         auth = request.headers.get("authorization", "")
@@ -82,12 +90,14 @@ class RequestLog:
             for (endpoint, status), count in sorted(self.counts.items()):
                 by_endpoint.setdefault(endpoint, {})[str(status)] = count
             return {"total": self.serial, "by_endpoint": by_endpoint,
+                    "open_max": self.open_max,
                     "log": [e for e in self.entries if e["n"] > since]}
 
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
             self.entries.clear()
+            self.open_max = self.open_now
 
 
 class HostApp:

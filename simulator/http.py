@@ -52,8 +52,10 @@ class SimHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], app: Callable[[Request], Response]) -> None:
+    def __init__(self, address: tuple[str, int], app: Callable[[Request], Response],
+                 in_flight: Callable[[int], None] | None = None) -> None:
         self.app = app
+        self.in_flight = in_flight  # told +1 / -1 around each API answer, latency included
         super().__init__(address, SimRequestHandler)
 
     def handle_error(self, request: object, client_address: object) -> None:
@@ -86,7 +88,16 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
         )
-        response = self.server.app(request)
+        gauge = None if request.path.startswith("/_sim/") else self.server.in_flight
+        if gauge is not None:
+            gauge(1)
+        try:
+            self._respond(self.server.app(request))
+        finally:
+            if gauge is not None:
+                gauge(-1)
+
+    def _respond(self, response: Response) -> None:
         if response.delay_s:
             time.sleep(response.delay_s)
         if response.transport == "reset":

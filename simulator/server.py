@@ -59,7 +59,8 @@ class Simulator:
     def start(self) -> Simulator:
         from .http import SimHTTPServer
 
-        self._server = SimHTTPServer((self.config.host, self.config.port), self.app)
+        self._server = SimHTTPServer((self.config.host, self.config.port), self.app,
+                                     self.app.log.in_flight)
         host, port = self._server.server_address[:2]
         self.app.base_url = f"http://{host}:{port}"
         self.app.store.forget_rendering()  # links carry the base URL

@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 import dlt
 from dlt.extract.resource import DltResource
 
-from .client import ApiClient
+from .client import ApiClient, HostGate
 from .cloud import CLOUD
 from .csv_export import read_csv
 from .errors import (
@@ -74,6 +74,7 @@ def repo_analytics(
     now: Optional[datetime] = None,
     backfill_window: Optional[dict[str, Any]] = None,
     merge_strategy: Optional[str] = None,
+    host_gate: Optional[HostGate] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
@@ -106,6 +107,8 @@ def repo_analytics(
             records the window as finished in the same load.
         merge_strategy: set by the pipeline: `upsert` where the destination has no
             delete-insert (Delta tables on a filesystem).
+        host_gate: set by the backfill: one gate shared by the windows running at once, so
+            429 waits and the `concurrency` bound on open requests hold across all of them.
 
     Yields:
         One resource per selected endpoint and scope.
@@ -125,8 +128,11 @@ def repo_analytics(
         "token": token, "username": username, "password": password,
     }, now)
     run_report = report if report is not None else RunReport()
+    run_report.read_range = (plan.start if plan.backfill
+                             else max(plan.start, plan.until - plan.lookback), plan.until)
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, plan.client, run_report)
+                       spec.error_message, plan.client, run_report,
+                       host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scope in planned_reads(ctx):
         yield endpoint_resource(ctx, endpoint, scope)
@@ -170,7 +176,8 @@ def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
 
 
 def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, ...]], list[str]]:
-    """Repositories and users: configured, or read before plus active since the newest cursor.
+    """Repositories and users: configured, or read before plus active since the newest cursor
+    (a backfill window: active in the window).
 
     The source function's own state writes are discarded by dlt, so the scopes read before
     are those with a stored resource state. Discovery re-reads only the look-back behind the
@@ -181,7 +188,9 @@ def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, .
     configured_repos = plan.repositories is not None
     directory = directory_users(ctx) if need_users and plan.users is None else None
     discovered = Discovered()
-    resource_states = dlt.current.source_state().get("resources", {})
+    # A backfill window reads the scopes active in it (or configured): what a window reads
+    # must not depend on which earlier windows its pipeline happened to load.
+    resource_states = {} if plan.backfill else dlt.current.source_state().get("resources", {})
     if not configured_repos or (need_users and plan.users is None and directory is None):
         newest = latest_cursor(resource_states)
         slack = plan.cursor_slack(True)

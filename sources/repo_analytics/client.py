@@ -21,7 +21,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .report import RunReport
-from .settings import RETRYABLE_STATUSES, ClientSettings
+from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES, ClientSettings
 from .tables import ErrorRule
 
 JSON_TYPES = ("application/json", "text/json")
@@ -94,11 +94,13 @@ def split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
 
 
 class HostGate:
-    """Shared by every thread talking to one host: a 429 holds all of them, not just one."""
+    """Shared by every thread talking to one host: a 429 holds all of them, not just one, and
+    at most `max_in_flight` requests are open at once, however many windows and scopes run."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_in_flight: int) -> None:
         self._lock = threading.Lock()
         self._not_before = 0.0
+        self.in_flight = threading.BoundedSemaphore(max_in_flight)
 
     def hold(self, seconds: float) -> None:
         with self._lock:
@@ -123,18 +125,20 @@ class ApiClient:
         error_message: reads the message out of the edition's error body.
         settings: timeouts and retry limits.
         report: where requests, retries and waits are counted.
+        gate: the host's gate, shared with the other clients of the host (backfill windows).
     """
 
     def __init__(self, api_base: str, headers: Mapping[str, str],
                  error_rules: tuple[ErrorRule, ...], error_message: Any,
-                 settings: ClientSettings, report: RunReport) -> None:
+                 settings: ClientSettings, report: RunReport,
+                 gate: HostGate | None = None) -> None:
         self.api_base = api_base.rstrip("/")
         self._headers = dict(headers)
         self._rules = error_rules
         self._error_message = error_message
         self.settings = settings
         self.report = report
-        self.gate = HostGate()
+        self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
         self._local = threading.local()
         self._wait_lock = threading.Lock()
         self._waited = 0.0
@@ -234,9 +238,10 @@ class ApiClient:
         url = self.url(path)
         self.report.count_request(label)
         try:
-            response = self._session().get(
-                url, params=params, headers={"Accept": accept}, stream=stream,
-                timeout=(self.settings.connect_timeout, self.settings.read_timeout))
+            with self.gate.in_flight:
+                response = self._session().get(
+                    url, params=params, headers={"Accept": accept}, stream=stream,
+                    timeout=(self.settings.connect_timeout, self.settings.read_timeout))
         except requests.Timeout:
             raise RetryableError(f"timeout from {sanitise(url)}") from None
         except requests.ConnectionError as error:

@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -34,6 +35,9 @@ class RunReport:
         default_factory=lambda: defaultdict(ResourceCounts))
     skips: list[Skip] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # [start, end) that every scope of the run read, whatever its cursor: a backfill window,
+    # or a nightly run's look-back before its frozen end
+    read_range: tuple[datetime, datetime] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _on_skip: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -92,6 +96,7 @@ class RunReport:
         with self._lock:
             return {
                 "duration_seconds": round(time.time() - self.started, 3),
+                "window": [t.isoformat() for t in self.read_range] if self.read_range else None,
                 "resources": {k: asdict(v) for k, v in sorted(self.counts.items())},
                 "skips": [asdict(s) for s in self.skips],
                 "notes": list(self.notes),

@@ -548,8 +548,9 @@ def test_reconcile_finds_a_dropped_row(backfilled: Backfilled, tmp_path: Path) -
     commit, commit_window = inside[len(inside) // 2]
     commit_key = spec.commit_row(commit)[:spec.key_width]
     pr_row = spec.pr_row(b.sim.truth("pull-requests")[5])
-    created = pr_row[spec.pr_columns.index("created_at")]
-    pr_window = next(w for w in b.windows if w[0] <= created < w[1])
+    # pull requests are reconciled by their last update, the date the lists are read by
+    updated = pr_row[spec.pr_columns.index("updated_at")]
+    pr_window = next(w for w in b.windows if w[0] <= updated < w[1])
     db_file = tmp_path / "dropped.duckdb"
     shutil.copy(b.loader.db_file, db_file)
     with duckdb.connect(str(db_file)) as con:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipelines.load import LoadResult
@@ -147,9 +148,12 @@ def days(start: datetime, clock: datetime) -> list[tuple[datetime, datetime]]:
 # reading the loaded dataset
 # --------------------------------------------------------------------------------------------
 def data_tables(loader: Loader) -> set[str]:
-    return {name for (name,) in loader.rows(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'")}
+    """The dataset's data tables; none when the dataset (schema) was never created."""
+    with duckdb.connect(str(loader.db_file), read_only=True) as con:
+        return {name for (name,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'"
+        ).fetchall()}
 
 
 def column_types(loader: Loader, table: str) -> dict[str, str]:

@@ -1,0 +1,142 @@
+"""Progress of loads and backfills: live bars on a terminal, plain lines elsewhere.
+
+Live bars are dlt's tqdm progress collector fed from the runs' own counters (windows with
+an ETA, rows, requests, retries, seconds waited), refreshed twice a second. Plain mode (not
+a terminal, e.g. cron or CI logs) prints one line per finished window.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from sources.repo_analytics.report import ResourceCounts, RunReport
+
+PROGRESS_MODES = ("auto", "on", "off")
+TICK_SECONDS = 0.5
+
+
+class Progress:
+    """Nothing shown: what `--progress off` gets."""
+
+    def planned(self, windows: int) -> None:
+        """A backfill's number of windows, known once they are planned."""
+
+    def watch(self, report: RunReport) -> None:
+        """A run under way, whose counters the display follows."""
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        """A backfill window loaded (or found finished earlier); `ended` of `total` so far."""
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class WindowLines(Progress):
+    """One line per window: rows, requests, retries, waits, time, and an ETA."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.began = time.monotonic()
+        self.loaded = 0
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        span = f"[{outcome.start.date()} .. {outcome.end.date()})"
+        head = f"window {outcome.index}/{total} {span}"
+        if outcome.resumed:
+            self.say(f"{head}: finished earlier, skipped")
+            return
+        self.loaded += 1
+        elapsed = time.monotonic() - self.began
+        eta = elapsed / self.loaded * (total - ended)
+        totals = outcome.result.report.totals()
+        self.say(f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
+                 f"retries, {totals.wait_seconds:.1f} s waited, {outcome.seconds:.1f} s; "
+                 f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
+        for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
+            self.say(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
+
+
+class LiveBars(WindowLines):
+    """dlt's tqdm collector on the terminal, fed by a ticker thread; window lines above it."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__()
+        from dlt.common.runtime.collector import TqdmCollector
+
+        self.collector = TqdmCollector(dynamic_ncols=True)(step)
+        self.reports: list[RunReport] = []
+        self.shown = ResourceCounts()
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.ticker = threading.Thread(target=self.tick, name="progress", daemon=True)
+
+    def __enter__(self) -> LiveBars:
+        self.collector.__enter__()
+        for name in ("rows", "requests", "retries", "seconds waited"):
+            self.collector.update(name, 0)
+        self.ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.ticker.join()
+        self.refresh()
+        self.collector.__exit__(None, None, None)  # type: ignore[arg-type]
+
+    def planned(self, windows: int) -> None:
+        with self.lock:
+            self.collector.update("windows", 0, total=windows)
+
+    def watch(self, report: RunReport) -> None:
+        with self.lock:
+            self.reports.append(report)
+
+    def say(self, text: str) -> None:
+        from tqdm import tqdm
+
+        with self.lock:
+            tqdm.write(text, file=sys.stdout)
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        super().window_ended(outcome, ended, total)
+        with self.lock:
+            self.collector.update("windows", 1)
+
+    def tick(self) -> None:
+        while not self.done.wait(TICK_SECONDS):
+            self.refresh()
+
+    def refresh(self) -> None:
+        with self.lock:
+            now = ResourceCounts()
+            for report in self.reports:
+                totals = report.totals()
+                now.rows += totals.rows
+                now.requests += totals.requests
+                now.retries += totals.retries
+                now.wait_seconds += totals.wait_seconds
+            self.collector.update("rows", now.rows - self.shown.rows)
+            self.collector.update("requests", now.requests - self.shown.requests)
+            self.collector.update("retries", now.retries - self.shown.retries)
+            self.collector.update("seconds waited",
+                                  int(now.wait_seconds) - int(self.shown.wait_seconds))
+            self.shown = now
+
+
+def make_progress(mode: str, step: str) -> Progress:
+    """`on`: live bars; `off`: nothing; `auto`: bars on a terminal, else (backfills) lines."""
+    live = mode == "on" or (mode == "auto" and sys.stdout.isatty() and sys.stderr.isatty())
+    if live:
+        return LiveBars(step)
+    if mode == "off":
+        return Progress()
+    return WindowLines()
