@@ -156,12 +156,15 @@ class WindowRunner:
         key = window_key(start, end)
         report = RunReport()
         self.progress.watch(report)
-        loaded = run_load(self.own_pipeline(), start_date=start.isoformat(),
-                          end_date=end.isoformat(), now=self.clock,
-                          backfill_window={"key": key, "signature": self.wanted},
-                          host_gate=self.gate, load_lock=self.load_lock, views=False,
-                          report=report,
-                          **self.source_args)
+        try:
+            loaded = run_load(self.own_pipeline(), start_date=start.isoformat(),
+                              end_date=end.isoformat(), now=self.clock,
+                              backfill_window={"key": key, "signature": self.wanted},
+                              host_gate=self.gate, load_lock=self.load_lock, views=False,
+                              report=report, **self.source_args)
+        except BaseException:
+            self.stopping.set()  # before this thread takes the next window off the queue
+            raise
         return WindowOutcome(start, end, False, loaded, time.monotonic() - began, index)
 
 

@@ -137,18 +137,34 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
             return reconcile_with(client.native_connection, pipeline.dataset_name, windows,
                                   source_args)
     if name == "filesystem":
-        from dlt.common.libs.deltalake import get_delta_tables
-
-        tables = get_delta_tables(pipeline, checks.commit_table, checks.pr_table)
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
-            for table, delta in tables.items():
-                data = delta.to_pyarrow_dataset()  # noqa: F841 - read by name below
+            for table, delta in delta_tables(pipeline, checks.commit_table,
+                                             checks.pr_table).items():
+                # a table, not a dataset: filters pushed into the dataset fail on string_view
+                con.register(f"{table}__delta", delta.to_pyarrow_table())
                 con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
-                            "SELECT * FROM data")
+                            f'SELECT * FROM "{table}__delta"')
             return reconcile_with(con, pipeline.dataset_name, windows, source_args)
     return Reconciliation(0, [], [f"not run: reconciliation reads DuckDB or Delta tables, "
                                   f"not the {name} destination"])
+
+
+def delta_tables(pipeline: dlt.Pipeline, *names: str) -> dict[str, Any]:
+    """The Delta tables of that name that exist, found by location: not through the
+    pipeline's schema, which knows no table when window pipelines did all the loading."""
+    from dlt.common.libs.deltalake import DeltaTable, deltalake_storage_options
+
+    found = {}
+    client: Any
+    with pipeline.destination_client() as client:
+        options = deltalake_storage_options(client.config.credentials,
+                                            client.config.deltalake_storage_options)
+        for name in names:
+            location = client.get_open_table_location("delta", name)
+            if DeltaTable.is_deltatable(location, options):
+                found[name] = DeltaTable(location, storage_options=options)
+    return found
 
 
 def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,

@@ -92,14 +92,17 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         if gauge is not None:
             gauge(1)
         try:
-            self._respond(self.server.app(request))
+            response = self.server.app(request)
+            if response.delay_s:
+                time.sleep(response.delay_s)
         finally:
+            # closed before the answer goes out: a client that got it and asks again at once
+            # must not find this request still counted
             if gauge is not None:
                 gauge(-1)
+        self._respond(response)
 
     def _respond(self, response: Response) -> None:
-        if response.delay_s:
-            time.sleep(response.delay_s)
         if response.transport == "reset":
             self._close(abort=True)
             return
