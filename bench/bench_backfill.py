@@ -2,8 +2,10 @@
 
 Usage:
     python bench/bench_backfill.py [--size small] [--latency-ms 0,50] [--parallel 1,2,4]
+                                   [--concurrency 4,8]
 
-Run on demand (pytest does not collect it). For each latency and parallel-window count it
+Run on demand (pytest does not collect it). For each latency, `concurrency` (the bound on
+requests open at once) and parallel-window count it
 starts a fresh simulated cloud host in this process (`slow` fault at rate 1 adds the latency
 to every API answer, as a remote host would), backfills its year in 61-day windows at the
 workspace and repository levels into a fresh DuckDB file, and records wall time, requests,
@@ -37,7 +39,7 @@ from simulator import SimConfig, Simulator  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
-def one_run(size: str, latency_ms: int, parallel: int) -> dict[str, Any]:
+def one_run(size: str, latency_ms: int, parallel: int, concurrency: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
     try:
         with Simulator(SimConfig(edition="cloud", size=size)) as sim:
@@ -45,7 +47,7 @@ def one_run(size: str, latency_ms: int, parallel: int) -> dict[str, Any]:
                 sim.set_faults({"rules": [{"kind": "slow", "rate": 1,
                                            "slow_seconds": latency_ms / 1000}]})
             info = sim.info()
-            args = demo_source_args(sim, info)
+            args = {**demo_source_args(sim, info), "concurrency": concurrency}
             pipeline = make_pipeline("bench", dlt.destinations.duckdb(str(work / "d.duckdb")),
                                      "repo_analytics", str(work / "pipelines"),
                                      work / "schemas")
@@ -55,7 +57,8 @@ def one_run(size: str, latency_ms: int, parallel: int) -> dict[str, Any]:
                                   clock.isoformat(), 61, now=clock, parallel=parallel, **args)
             seconds = time.monotonic() - began
         totals = [w.result.report.totals() for w in result.windows if w.result]
-        return {"size": size, "latency_ms": latency_ms, "parallel": parallel,
+        return {"size": size, "latency_ms": latency_ms, "concurrency": concurrency,
+                "parallel": parallel,
                 "windows": len(result.windows), "seconds": round(seconds, 1),
                 "requests": sum(t.requests for t in totals),
                 "rows": sum(t.rows for t in totals),
@@ -69,22 +72,24 @@ def main() -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--latency-ms", default="0,50")
     parser.add_argument("--parallel", default="1,2,4")
+    parser.add_argument("--concurrency", default="4,8")
     options = parser.parse_args()
     rows = []
     for latency in (int(v) for v in options.latency_ms.split(",")):
-        for parallel in (int(v) for v in options.parallel.split(",")):
-            row = one_run(options.size, latency, parallel)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+        for concurrency in (int(v) for v in options.concurrency.split(",")):
+            for parallel in (int(v) for v in options.parallel.split(",")):
+                row = one_run(options.size, latency, parallel, concurrency)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "backfill.json").write_text(json.dumps(rows, indent=2))
     lines = [f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
              "", f"{platform.platform()}, {platform.python_version()}, "
              f"{datetime.now(UTC):%Y-%m-%d}; peak RSS is the process's so far (cumulative).",
-             "", "| latency per request | windows at once | seconds | requests | rows | "
-             "peak RSS MB |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['latency_ms']} ms | {r['parallel']} | {r['seconds']} | {r['requests']} | "
-              f"{r['rows']} | {r['peak_rss_mb']} |" for r in rows]
+             "", "| latency per request | concurrency | windows at once | seconds | requests | "
+             "rows | peak RSS MB |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['latency_ms']} ms | {r['concurrency']} | {r['parallel']} | {r['seconds']} "
+              f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} |" for r in rows]
     (RESULTS / "backfill.md").write_text("\n".join(lines) + "\n")
 
 

@@ -14,16 +14,25 @@ never touch the main pipeline's nightly cursors.
 from __future__ import annotations
 
 import itertools
+import shutil
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import dlt
 
-from pipelines.load import LoadResult, extract_workers, run_load, settle_pending, sibling
+from pipelines.load import (
+    LoadResult,
+    extract_workers,
+    restore_state,
+    run_load,
+    settle_pending,
+    sibling,
+)
 from pipelines.progress import Progress
 from pipelines.views import create_views
 from sources.repo_analytics import WINDOW_MARKER, RunReport
@@ -85,14 +94,18 @@ def window_pipelines(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
     destination when its working folder was lost, and a crashed run's packages finished.
     The pipeline is active again afterwards."""
     found = [pipeline]
+    settle_pending(pipeline)
+    restore_state(pipeline)
     for slot in range(1, slots + 1):
-        found.append(sibling(pipeline, window_pipeline_name(pipeline.pipeline_name, slot)))
-    for each in found:
+        name = window_pipeline_name(pipeline.pipeline_name, slot)
+        known = (Path(pipeline.pipelines_dir) / name).exists()
+        each = sibling(pipeline, name)
         settle_pending(each)
-        try:
-            each.sync_destination()
-        except Exception:  # noqa: BLE001 - a first run has nothing to restore
-            pass
+        restore_state(each)
+        if known or each.state.get("sources"):
+            found.append(each)
+        else:  # never used, here or (restored from the destination) elsewhere
+            shutil.rmtree(each.working_dir, ignore_errors=True)
     pipeline.activate()
     return found
 

@@ -252,6 +252,8 @@ def check_command(args: argparse.Namespace) -> int:
 
 def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
     """Flags over dlt config (.dlt/, environment): what `load` would use."""
+    import json
+
     import dlt
 
     values: dict[str, Any] = {}
@@ -260,6 +262,10 @@ def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
         if value is None:
             provider = dlt.secrets if flag in ("token", "password") else dlt.config
             value = provider.get(f"sources.repo_analytics.{flag}")
+            if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
+                # an environment variable holds a list or table as JSON text; dlt parses it
+                # only against the source's own signature
+                value = json.loads(value)
         if value is not None:
             values[flag] = value
     return values
@@ -287,7 +293,8 @@ def reset_command(args: argparse.Namespace) -> int:
             print("nothing changed")
             return EXIT_OK
     names = reset(make_cli_pipeline(args), args.resource, args.windows)
-    print(f"forgot the state of {len(names)} resources: {', '.join(names)}")
+    print(f"forgot the state of {len(names)} resource{'s' if len(names) != 1 else ''}: "
+          f"{', '.join(names)}")
     return EXIT_OK
 
 

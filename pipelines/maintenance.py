@@ -30,7 +30,8 @@ def resource_states(pipeline: dlt.Pipeline) -> dict[str, Any]:
 def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
     """One line per resource and scope with its cursor, then the finished backfill windows."""
     states = resource_states(pipeline)
-    if not states:
+    finished = sorted(finished_windows(pipeline))
+    if not states and not finished:
         yield "no state yet: nothing has been loaded by this pipeline"
         return
     for name in sorted(states):
@@ -41,7 +42,6 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
         fetched = states[name].get("details_fetched")
         if fetched:
             yield f"{name}: {len(fetched)} commits with files fetched in the look-back window"
-    finished = sorted(finished_windows(pipeline))
     yield f"backfill windows finished: {len(finished)}"
     for key in finished:
         yield f"  {key}"

@@ -58,6 +58,14 @@ CHECKS: Final = {
 }
 
 
+@dataclass(frozen=True)
+class Measures:
+    """What is compared: only what the run read (its levels and resources)."""
+
+    commits: bool
+    pull_requests: bool
+
+
 @dataclass
 class Difference:
     repository: str
@@ -81,8 +89,9 @@ class Reconciliation:
     def summary(self, shown: int = 10) -> list[str]:
         """The verdict, then up to `shown` mismatches and every note, one line each."""
         if not self.checked:
-            return ["reconciliation with the API's statistics: not run"] + [
-                f"  {note}" for note in self.notes]
+            why = "; ".join(note.removeprefix("not run: ") for note in self.notes)
+            return ["reconciliation with the API's statistics: not run "
+                    f"({why or 'nothing to check'})"]
         tolerated = sum(d.verdict != "mismatch" for d in self.differences)
         mismatched = [d for d in self.differences if d.verdict == "mismatch"]
         lines = [f"reconciliation with the API's statistics: "
@@ -170,8 +179,9 @@ def delta_tables(pipeline: dlt.Pipeline, *names: str) -> dict[str, Any]:
 def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
                    windows: list[tuple[datetime, datetime]],
                    source_args: dict[str, Any]) -> Reconciliation:
-    """Every repository of the dataset, window by window: the API's statistics are fetched in
-    parallel (`concurrency` at once), then compared with what landed."""
+    """Every repository of the dataset, window by window, for what the run read (repository-
+    level commits, pull requests, or both): the API's statistics are fetched in parallel
+    (`concurrency` at once), then compared with what landed."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
     checks = CHECKS[spec.name]
@@ -183,39 +193,47 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
     present = {name for (name,) in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
         [dataset]).fetchall()}
-    if checks.commit_table not in present:
-        result.notes.append(f"not run: no `{checks.commit_table}` table (reconciliation needs "
-                            "the repository-level commits)")
+    read = "repository" in plan.levels
+    measures = Measures(read and "commits" in plan.resources and checks.commit_table in present,
+                        read and "pull_requests" in plan.resources and checks.pr_table in present)
+    if not (measures.commits or measures.pull_requests):
+        result.notes.append("not run: the run read no repository-level commits or pull "
+                            "requests into this dataset")
         return result
     key = ", ".join(spec.repository_key)
+    table = checks.commit_table if measures.commits else checks.pr_table
     repositories = [tuple(names) for names in con.execute(
-        f"SELECT DISTINCT {key} FROM {checks.commit_table} ORDER BY ALL").fetchall()]
+        f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()]
     if plan.repositories is not None:
         wanted = {tuple(name.split("/")) for name in plan.repositories}
         repositories = [names for names in repositories if names in wanted]
     jobs = [(names, start, end) for names in repositories for start, end in windows]
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
-        answers = list(pool.map(lambda job: api_statistics(ctx, checks, *job), jobs))
+        answers = list(pool.map(lambda job: api_statistics(ctx, checks, measures, *job), jobs))
     for (names, start, end), answer in zip(jobs, answers, strict=True):
         if isinstance(answer, str):
             result.notes.append(answer)
         else:
-            compare_window(con, spec, checks, names, start, end, answer, result,
-                           checks.pr_table in present)
+            compare_window(con, spec, checks, names, start, end, answer, result, measures)
     return result
 
 
-def api_statistics(ctx: ReadContext, checks: EditionChecks, names: tuple[str, ...],
-                   start: datetime, end: datetime) -> tuple[Any, Any] | str:
+def api_statistics(ctx: ReadContext, checks: EditionChecks, measures: Measures,
+                   names: tuple[str, ...], start: datetime, end: datetime
+                   ) -> tuple[Any, Any] | str:
     """The API's commit and pull-request statistics of one repository and window, or why
     they could not be read (a scope the host skips: forbidden, not indexed)."""
     spec = ctx.plan.edition
     scope = repository_scope(ctx, names)
     dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
+    stats = pr_stats = None
     try:
-        commit_stats = required_endpoint(ctx, checks.commit_statistics)
-        stats = ctx.client.get_json(scope.path(commit_stats.path),
-                                    {**commit_stats.params, **dates}, "reconcile").body
+        if measures.commits:
+            commit_stats = required_endpoint(ctx, checks.commit_statistics)
+            stats = ctx.client.get_json(scope.path(commit_stats.path),
+                                        {**commit_stats.params, **dates}, "reconcile").body
+        if not measures.pull_requests:
+            return stats, None
         pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
         by_update = {k: v for k, v in required_endpoint(ctx, "pull_requests").params.items()
                      if k in pr_endpoint.params}  # the list's date type: updated
@@ -229,43 +247,67 @@ def api_statistics(ctx: ReadContext, checks: EditionChecks, names: tuple[str, ..
 
 def compare_window(con: duckdb.DuckDBPyConnection, spec: EditionSpec, checks: EditionChecks,
                    names: tuple[str, ...], start: datetime, end: datetime,
-                   answers: tuple[Any, Any], result: Reconciliation, with_prs: bool) -> None:
+                   answers: tuple[Any, Any], result: Reconciliation, measures: Measures) -> None:
     stats, pr_stats = answers
-    where_repo = " AND ".join(f"{c} = ?" for c in spec.repository_key)
-    window = f"{start.date()}..{end.date()}"
-    repo = "/".join(names)
-    low, high = (start.replace(tzinfo=None), end.replace(tzinfo=None)) \
-        if checks.commit_time_is_local else (start, end)
-    landed = con.execute(
-        f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {checks.commit_table} "
-        f"WHERE {where_repo} AND {checks.commit_time} >= ? AND {checks.commit_time} < ?",
-        [*names, low, high]).fetchone() or (0, 0)
-    edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
-    if checks.commit_time_is_local:
-        near = con.execute(
-            f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {checks.commit_table} "
-            f"WHERE {where_repo} AND "
-            f"(({checks.commit_time} >= ? AND {checks.commit_time} < ?) OR "
-            f"({checks.commit_time} >= ? AND {checks.commit_time} < ?))",
-            [*names, low - EDGE, low + EDGE, high - EDGE, high + EDGE]).fetchone() or (0, 0)
-        edge = {"commits": int(near[0]), "lines_added": int(near[1])}
-    for measure, api_value, landed_value in (
-            ("commits", dig(stats, checks.commits_field), landed[0]),
-            ("lines_added", dig(stats, checks.added_field), landed[1])):
-        result.checked += 1
-        if api_value != landed_value:
-            verdict = ("within_edge_tolerance"
-                       if abs(api_value - landed_value) <= edge[measure] else "mismatch")
-            result.differences.append(Difference(repo, window, measure, api_value,
-                                                 int(landed_value), verdict))
-    if not with_prs:
-        return
-    counts = dict(con.execute(
-        f"SELECT lower(state), count(*) FROM {checks.pr_table} WHERE {where_repo} AND "
-        "updated_at >= ? AND updated_at < ? GROUP BY 1", [*names, start, end]).fetchall())
-    for state in checks.pr_states:
-        result.checked += 1
-        api_value = dig(pr_stats, ("state", state))
-        if api_value != counts.get(state, 0):
-            result.differences.append(Difference(repo, window, f"pull_requests_{state}",
-                                                 api_value, counts.get(state, 0), "mismatch"))
+    window = WindowCheck(con, checks, " AND ".join(f"{c} = ?" for c in spec.repository_key),
+                         names, start, end, result)
+    if measures.commits:
+        window.commits(stats)
+    if measures.pull_requests:
+        window.pull_requests(pr_stats)
+
+
+@dataclass
+class WindowCheck:
+    """One repository and window: landed rows against the API's answers."""
+
+    con: duckdb.DuckDBPyConnection
+    checks: EditionChecks
+    where_repo: str
+    names: tuple[str, ...]
+    start: datetime
+    end: datetime
+    result: Reconciliation
+
+    def differs(self, measure: str, api: int, landed: int, verdict: str) -> None:
+        self.result.differences.append(Difference(
+            "/".join(self.names), f"{self.start.date()}..{self.end.date()}", measure, api,
+            int(landed), verdict))
+
+    def commits(self, stats: Any) -> None:
+        checks, table, at = self.checks, self.checks.commit_table, self.checks.commit_time
+        low, high = (self.start.replace(tzinfo=None), self.end.replace(tzinfo=None)) \
+            if checks.commit_time_is_local else (self.start, self.end)
+        landed = self.con.execute(
+            f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
+            f"WHERE {self.where_repo} AND {at} >= ? AND {at} < ?",
+            [*self.names, low, high]).fetchone() or (0, 0)
+        edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
+        if checks.commit_time_is_local:
+            near = self.con.execute(
+                f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
+                f"WHERE {self.where_repo} AND (({at} >= ? AND {at} < ?) OR "
+                f"({at} >= ? AND {at} < ?))",
+                [*self.names, low - EDGE, low + EDGE, high - EDGE, high + EDGE]
+            ).fetchone() or (0, 0)
+            edge = {"commits": int(near[0]), "lines_added": int(near[1])}
+        for measure, api_value, landed_value in (
+                ("commits", dig(stats, checks.commits_field), landed[0]),
+                ("lines_added", dig(stats, checks.added_field), landed[1])):
+            self.result.checked += 1
+            if api_value != landed_value:
+                self.differs(measure, api_value, landed_value,
+                             "within_edge_tolerance"
+                             if abs(api_value - landed_value) <= edge[measure] else "mismatch")
+
+    def pull_requests(self, pr_stats: Any) -> None:
+        counts = dict(self.con.execute(
+            f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
+            f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
+            [*self.names, self.start, self.end]).fetchall())
+        for state in self.checks.pr_states:
+            self.result.checked += 1
+            api_value = dig(pr_stats, ("state", state))
+            if api_value != counts.get(state, 0):
+                self.differs(f"pull_requests_{state}", api_value, counts.get(state, 0),
+                             "mismatch")
