@@ -158,7 +158,7 @@ ENDPOINTS: Final = (
     Endpoint("change_statistics", "repository", "statistics",
              f"{W}/repos/{{repository}}/changes-statistics", "cloud_commit_change_statistics",
              ("repository_slug", "period_start", "period", "merges"), CHANGE_STATISTICS_COLUMNS,
-             cursor="period_end", params={"merges": "include"}),
+             cursor="period_end", params={"merges": "include"}, absent_on=("loc_disabled",)),
     commit_list("user", f"{W}/users/{{user}}/commits", "cloud_user_commits",
                 (USER_KEY, *COMMIT_COLUMNS)),
 )

@@ -233,5 +233,9 @@ def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         yield from rows
     except SkippableApiError as error:
         label = label_of(endpoint, scope)
+        if error.kind in endpoint.absent_on:
+            ctx.report.note(f"{label}: {error}; nothing to read")
+            logger.info(f"{label}: {error}; nothing to read")
+            return
         ctx.report.skip(label, error.kind, str(error))
         logger.warning(f"skipped {label}: {error}")

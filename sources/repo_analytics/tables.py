@@ -117,6 +117,9 @@ class Endpoint:
     # the cloud repository commit list without lines when indexing is disabled.
     degrade_on: str | None = None
     degrade_drops: tuple[str, ...] = ()
+    # Skips of these kinds mean the host keeps no such data for the scope (a setting, e.g.
+    # lines-of-code indexing off): a note, not a partial run that would recur every night.
+    absent_on: tuple[str, ...] = ()
     csv_key: tuple[str, ...] = ()  # CSV exports: normalised header names of the natural key
     details: Any = None  # a details.DetailSpec: per-item requests (opt-in with_files)
 
