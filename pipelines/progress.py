@@ -7,6 +7,7 @@ a terminal, e.g. cron or CI logs) prints one line per finished window.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -133,8 +134,12 @@ class LiveBars(WindowLines):
 
 
 def make_progress(mode: str, step: str) -> Progress:
-    """`on`: live bars; `off`: nothing; `auto`: bars on a terminal, else (backfills) lines."""
-    live = mode == "on" or (mode == "auto" and sys.stdout.isatty() and sys.stderr.isatty())
+    """`on`: live bars; `off`: nothing; `auto`: bars on a sized terminal, else (backfills)
+    one line per window."""
+    # a terminal of zero columns (a pseudo-terminal nobody sized) would show no bar at all
+    terminal = (sys.stdout.isatty() and sys.stderr.isatty()
+                and shutil.get_terminal_size((0, 0)).columns > 0)
+    live = mode == "on" or (mode == "auto" and terminal)
     if live:
         return LiveBars(step)
     if mode == "off":

@@ -94,7 +94,8 @@ def repo_analytics(
         lookback_days: how far before each cursor every run re-reads, for late data.
         page_size: page size; the edition's maximum by default.
         statistics_period: day, week or month: the grain of statistics rows.
-        concurrency: how many scopes (and single commits) are read at once.
+        concurrency: how many scopes (and single commits) are read at once, and the most
+            requests open to the host at once.
         with_files: self-hosted: fetch each new commit's per-file line changes.
         retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...).
         token: the access token (secret).

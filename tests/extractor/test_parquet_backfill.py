@@ -23,7 +23,6 @@ from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DATASET
 from tests.extractor.test_backfill import (
-    CLI,
     CLOCK,
     EDITIONS,
     SINCE,
@@ -33,6 +32,7 @@ from tests.extractor.test_backfill import (
     cli_env,
     keyed,
     log_since,
+    run_cli,
     window_lines,
 )
 
@@ -46,19 +46,12 @@ PR_STATES = {"cloud": 4, "server": 3}  # reconciled pull-request states per repo
 # --------------------------------------------------------------------------------------------
 # helpers: the command line with the parquet destination, Delta tables read back
 # --------------------------------------------------------------------------------------------
-def parquet_args(folder: Path, *command: str) -> list[str]:
-    """The command line of a parquet run whose files (lake, state, report) are all in
-    `folder`; the report goes next to the --duckdb path, which parquet never writes."""
-    return [str(CLI), "--destination", "parquet", "--parquet-dir", str(folder / "lake"),
-            "--duckdb", str(folder / "data.duckdb"), "--pipelines-dir",
-            str(folder / "pipelines"), "--schemas-dir", str(folder / "schemas"), *command]
-
-
 def run_parquet(folder: Path, env: Mapping[str, str], *command: str,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(parquet_args(folder, *command), env=dict(env), cwd=folder, text=True,
-                          capture_output=True, timeout=timeout, check=False)
+    """A parquet run whose files (lake, state, report) are all in `folder`; the report goes
+    next to the --duckdb path, which parquet never writes."""
+    return run_cli(folder, env, "--destination", "parquet", "--parquet-dir",
+                   str(folder / "lake"), *command, timeout=timeout)
 
 
 def backfill_command(*extra: str) -> tuple[str, ...]:
