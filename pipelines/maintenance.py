@@ -42,6 +42,9 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
         fetched = states[name].get("details_fetched")
         if fetched:
             yield f"{name}: {len(fetched)} commits with files fetched in the look-back window"
+        pending = states[name].get("details_pending")
+        if pending:
+            yield f"{name}: {len(pending)} commits whose files are pending (fetched next run)"
     yield f"backfill windows finished: {len(finished)}"
     for key in finished:
         yield f"  {key}"

@@ -15,6 +15,7 @@ from dlt.extract.resource import DltResource
 from .client import ApiClient, HostGate
 from .cloud import CLOUD
 from .csv_export import read_csv
+from .details import read_pending
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -137,6 +138,8 @@ def repo_analytics(
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scope in planned_reads(ctx):
         yield endpoint_resource(ctx, endpoint, scope)
+        if endpoint.details is not None and plan.with_files:
+            yield pending_details_resource(ctx, endpoint, scope)
     if backfill_window is not None:
         yield window_marker(backfill_window["key"], backfill_window["signature"], run_report)
 
@@ -155,6 +158,20 @@ def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> Dlt
         yield from ()
 
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
+
+
+def pending_details_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> DltResource:
+    """Fetches the details the list resource of `endpoint` and `scope` had to skip in earlier
+    runs (its state holds them), however old: without the list's incremental filter."""
+    owner = f"{endpoint.name}:{scope.key}"
+    spec = endpoint.details
+
+    def pending() -> Iterator[Any]:
+        resources = dlt.current.source_state().setdefault("resources", {})
+        yield from read_pending(ctx, spec, endpoint, scope, resources.setdefault(owner, {}))
+
+    return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}:{scope.key}",
+                        table_name=spec.table, section="repo_analytics")().parallelize()
 
 
 def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:

@@ -1,13 +1,16 @@
 """Per-item detail requests (the self-hosted single commit with `withFiles`), in parallel.
 
-Opt-in (`with_files`). Items already fetched are remembered in the resource's own state,
-pruned to the look-back horizon: a nightly run re-reads only that window, so nothing older
-can come back, and the state stays small.
+Opt-in (`with_files`). Items already fetched are remembered in the list resource's own
+state, pruned to the look-back horizon: a nightly run re-reads only that window, so nothing
+older can come back, and the state stays small. Items skipped for a reason the host clears
+(unindexed changes) are remembered as pending, and a resource of their own fetches them on
+every later run until it gets them, however old: the list resource cannot, because dlt's
+incremental filter drops rows older than its cursor, and detail rows carry the item's time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,9 +21,10 @@ import pyarrow as pa
 
 from .errors import SkippableApiError
 from .readers import ReadContext, Scope, label_of, nullability, table_hints
-from .tables import Column, to_arrow
+from .tables import Column, Endpoint, arrow_type_of, to_arrow
 
 FETCHED_STATE_KEY = "details_fetched"
+PENDING_STATE_KEY = "details_pending"
 
 
 @dataclass(frozen=True)
@@ -37,43 +41,100 @@ class DetailSpec:
     columns: tuple[Column, ...]  # read from each element of the list
     element_key: str  # the element column completing the primary key (the file path)
 
+    @property
+    def copied(self) -> tuple[str, ...]:
+        """List columns every detail row carries: the key, and the cursor column (dlt's
+        incremental filter reads it on every table the list resource yields)."""
+        return (*self.parent_key, self.time_column)
+
 
 def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
                  scope: Scope) -> Iterator[Any]:
     """Detail rows for the items of one page not fetched before, as one table."""
-    state = dlt.current.resource_state().setdefault(FETCHED_STATE_KEY, {})
+    state = dlt.current.resource_state()
+    fetched = state.setdefault(FETCHED_STATE_KEY, {})
+    pending = state.setdefault(PENDING_STATE_KEY, {})
     ids = table.column(spec.id_column).to_pylist()
     times = table.column(spec.time_column).to_pylist()
-    wanted = [(i, t) for i, t in zip(ids, times, strict=True) if i not in state]
+    wanted = [(i, t) for i, t in zip(ids, times, strict=True) if i not in fetched]
     if not wanted:
         return
-    copied = (*spec.parent_key, spec.time_column)  # the cursor column rides along (dlt's filter)
-    keys = {name: table.column(name).to_pylist() for name in copied}
+    columns = {name: table.column(name).to_pylist() for name in spec.copied}
     position = {item_id: index for index, item_id in enumerate(ids)}
-    label = f"{label_of_details(spec, scope)}"
-    with ThreadPoolExecutor(max_workers=ctx.plan.concurrency) as pool:
-        answers = list(pool.map(lambda pair: fetch_one(ctx, spec, scope, pair[0], label),
-                                wanted))
-    rows: dict[str, list[Any]] = {name: [] for name in copied}
-    elements: list[Any] = []
-    for (item_id, when), answer in zip(wanted, answers, strict=True):
-        if answer is None:
+    label = label_of_details(spec, scope)
+    found = []
+    for (item_id, when), answer in zip(wanted, fetch_all(ctx, spec, scope, wanted, label),
+                                       strict=True):
+        if isinstance(answer, SkippableApiError):
+            if answer.retryable:
+                pending[item_id] = stamp(when)
             continue
+        found.append(({n: columns[n][position[item_id]] for n in spec.copied}, answer))
+        fetched[item_id] = stamp(when)
+        pending.pop(item_id, None)
+    prune(fetched, ctx)
+    fields = [table.schema.field(name) for name in spec.copied]
+    yield from emit(ctx, spec, scope, detail_table(spec, found, fields), label)
+
+
+def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: Scope,
+                 owner: MutableMapping[str, Any]) -> Iterator[Any]:
+    """Detail rows of the items an earlier run of the list resource (whose state is `owner`)
+    had to skip; each answer is the item itself too, so its key and time come from it."""
+    pending = owner.get(PENDING_STATE_KEY) or {}
+    wanted = list(pending.items())  # the list resource may add to it meanwhile
+    if not wanted:
+        return
+    label = label_of_details(spec, scope)
+    found = []
+    for (item_id, when), answer in zip(wanted, fetch_all(ctx, spec, scope, wanted, label),
+                                       strict=True):
+        if isinstance(answer, SkippableApiError):
+            if not answer.retryable:  # gone or ambiguous now: asking again cannot help
+                pending.pop(item_id, None)
+            continue
+        item = to_arrow([answer], endpoint.columns, scope.context)
+        found.append(({n: item.column(n)[0].as_py() for n in spec.copied}, answer))
+        owner.setdefault(FETCHED_STATE_KEY, {})[item_id] = when
+        pending.pop(item_id, None)
+    schema = arrow_type_of(endpoint.columns)  # as the list's pages: types and nullability
+    fields = [schema.field(name) for name in spec.copied]
+    yield from emit(ctx, spec, scope, detail_table(spec, found, fields), label)
+
+
+def fetch_all(ctx: ReadContext, spec: DetailSpec, scope: Scope,
+              wanted: Sequence[tuple[str, Any]], label: str) -> list[Any]:
+    """Each item's answer, or the skippable error it got (reported), `concurrency` at once."""
+    with ThreadPoolExecutor(max_workers=ctx.plan.concurrency) as pool:
+        return list(pool.map(lambda pair: fetch_one(ctx, spec, scope, pair[0], label), wanted))
+
+
+def detail_table(spec: DetailSpec, found: Sequence[tuple[dict[str, Any], Any]],
+                 fields: Sequence[pa.Field]) -> pa.Table | None:
+    """One row per element of each answer's list, led by the item's copied columns."""
+    rows: dict[str, list[Any]] = {field.name: [] for field in fields}
+    elements: list[Any] = []
+    for values, answer in found:
         for element in read_path(answer, spec.list_path):
-            for name in copied:
-                rows[name].append(keys[name][position[item_id]])
+            for field in fields:
+                rows[field.name].append(values[field.name])
             elements.append(element)
-        state[item_id] = stamp(when)
-    prune(state, ctx)
-    if elements:
-        detail = to_arrow(elements, spec.columns, {})
-        for name in reversed(copied):
-            detail = detail.add_column(0, table.schema.field(name), pa.array(
-                rows[name], type=table.schema.field(name).type))
-        hints = table_hints(ctx, spec.table, (*spec.parent_key, spec.element_key),
-                            nullability(detail.schema), merge_key=spec.parent_key)
-        ctx.report.count_rows(label, detail.num_rows)
-        yield dlt.mark.with_hints(detail, hints, create_table_variant=True)
+    if not elements:
+        return None
+    detail = to_arrow(elements, spec.columns, {})
+    for field in reversed(fields):
+        detail = detail.add_column(0, field, pa.array(rows[field.name], type=field.type))
+    return detail
+
+
+def emit(ctx: ReadContext, spec: DetailSpec, scope: Scope, detail: pa.Table | None,
+         label: str) -> Iterator[Any]:
+    if detail is None:
+        return
+    hints = table_hints(ctx, spec.table, (*spec.parent_key, spec.element_key),
+                        nullability(detail.schema), merge_key=spec.parent_key)
+    ctx.report.count_rows(label, detail.num_rows)
+    yield dlt.mark.with_hints(detail, hints, create_table_variant=True)
 
 
 def label_of_details(spec: DetailSpec, scope: Scope) -> str:
@@ -82,13 +143,13 @@ def label_of_details(spec: DetailSpec, scope: Scope) -> str:
 
 def fetch_one(ctx: ReadContext, spec: DetailSpec, scope: Scope, item_id: str,
               label: str) -> Any:
-    """One item's detail; a missing, ambiguous or unindexed item is skipped and reported."""
+    """One item's detail, or the skippable error (missing, ambiguous, unindexed) reported."""
     path = scope.path(spec.path).replace("{id}", item_id)
     try:
         return ctx.client.get_json(path, spec.params, label).body
     except SkippableApiError as error:
         ctx.report.skip(f"{label}/{item_id}", error.kind, str(error))
-        return None
+        return error
 
 
 def read_path(value: Any, path: tuple[str, ...]) -> list[Any]:
@@ -108,4 +169,4 @@ def prune(state: dict[str, str], ctx: ReadContext) -> None:
         del state[item_id]
 
 
-__all__ = ["DetailSpec", "read_details", "label_of"]
+__all__ = ["DetailSpec", "read_details", "read_pending", "label_of"]

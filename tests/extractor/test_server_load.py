@@ -1098,13 +1098,16 @@ def test_unindexed_commits_in_the_look_back_are_fetched_next_run(unindexed: Unin
                   ("id", "path", "lines_added", "lines_deleted"), "ORDER BY ALL") == expected
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a commit skipped as unindexed is fetched "
-                   "again only if a later run re-reads it (its look-back); older ones never "
-                   "are, although the README says it is fetched again by the next run")
 def test_unindexed_commits_are_all_fetched_next_run(unindexed: Unindexed) -> None:
+    """Once indexed, the next run fetches every commit skipped before, also those older than
+    its look-back (remembered as pending), and every commit's files equal the truth; nothing
+    is left pending."""
     u = unindexed
     assert set(single_commit_ids(u.again_log)) == u.skipped
     check_files(u.loader, u.sim)
+    states = u.loader.pipeline().state["sources"]["repo_analytics"]["resources"]
+    assert any("details_fetched" in state for state in states.values())
+    assert not [name for name, state in states.items() if state.get("details_pending")]
 
 
 # --------------------------------------------------------------------------------------------
