@@ -60,8 +60,8 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     with extract_workers(workers):
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
+        pipeline.activate()  # the source function reads the active pipeline's state
         source = repo_analytics(report=report, **source_args)
-        pipeline.activate()
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
     pipeline.normalize()
     with guard:

@@ -11,7 +11,7 @@ import shutil
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import Any
 
 from sources.repo_analytics.report import ResourceCounts, RunReport
 
@@ -41,13 +41,12 @@ class Progress:
 class WindowLines(Progress):
     """One line per window: rows, requests, retries, waits, time, and an ETA."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream
+    def __init__(self) -> None:
         self.began = time.monotonic()
         self.loaded = 0
 
     def say(self, text: str) -> None:
-        print(text, file=self.stream or sys.stdout, flush=True)
+        print(text, flush=True)
 
     def window_ended(self, outcome: Any, ended: int, total: int) -> None:
         span = f"[{outcome.start.date()} .. {outcome.end.date()})"
