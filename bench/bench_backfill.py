@@ -9,7 +9,8 @@ requests open at once) and parallel-window count it
 starts a fresh simulated cloud host in this process (`slow` fault at rate 1 adds the latency
 to every API answer, as a remote host would), backfills its year in 61-day windows at the
 workspace and repository levels into a fresh DuckDB file, and records wall time, requests,
-rows and this process's peak RSS so far. Writes bench/results/backfill.json and .md.
+rows and this process's peak RSS so far. Writes bench/results/<--name>.json and .md
+(default `backfill`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", default="0,50")
     parser.add_argument("--parallel", default="1,2,4")
     parser.add_argument("--concurrency", default="4,8")
+    parser.add_argument("--name", default="backfill",
+                        help="results file name under bench/results/ (.json, .md)")
     options = parser.parse_args()
     rows = []
     for latency in (int(v) for v in options.latency_ms.split(",")):
@@ -82,7 +85,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "backfill.json").write_text(json.dumps(rows, indent=2))
+    (RESULTS / f"{options.name}.json").write_text(json.dumps(rows, indent=2))
     lines = [f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
              "", f"{platform.platform()}, {platform.python_version()}, "
              f"{datetime.now(UTC):%Y-%m-%d}; peak RSS is the process's so far (cumulative).",
@@ -90,7 +93,7 @@ def main() -> None:
              "rows | peak RSS MB |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['latency_ms']} ms | {r['concurrency']} | {r['parallel']} | {r['seconds']} "
               f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} |" for r in rows]
-    (RESULTS / "backfill.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{options.name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,12 +24,22 @@ from .errors import (
     SkippableApiError,
 )
 from .plan import RunPlan, build_plan
-from .readers import ReadContext, Scope, read_directory, read_list, read_statistics, skipping
+from .readers import (
+    ReadContext,
+    Scope,
+    changed_periods,
+    read_directory,
+    read_list,
+    read_statistics,
+    skipping,
+    statistics_table,
+)
 from .report import RunReport
 from .scopes import (
     Discovered,
     directory_users,
     discover,
+    endpoint_for,
     known_scopes,
     latest_cursor,
     project_scope,
@@ -137,9 +147,13 @@ def repo_analytics(
                        host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scope in planned_reads(ctx):
-        yield endpoint_resource(ctx, endpoint, scope)
+        resource = endpoint_resource(ctx, endpoint, scope)
+        yield resource
         if endpoint.details is not None and plan.with_files:
             yield pending_details_resource(ctx, endpoint, scope)
+        statistics = refreshed_statistics(ctx, endpoint)
+        if statistics is not None:
+            yield statistics_refresh_resource(ctx, endpoint, statistics, scope, resource)
     if backfill_window is not None:
         yield window_marker(backfill_window["key"], backfill_window["signature"], run_report)
 
@@ -172,6 +186,37 @@ def pending_details_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope)
 
     return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}:{scope.key}",
                         table_name=spec.table, section="repo_analytics")().parallelize()
+
+
+def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoint]:
+    """The statistics endpoint a nightly read of `listing` refreshes, when both are read."""
+    plan = ctx.plan
+    if plan.backfill or listing.refreshes is None or listing.refreshes[0] not in plan.resources:
+        return None
+    return endpoint_for(ctx, listing.refreshes[0], listing.level)
+
+
+def statistics_refresh_resource(ctx: ReadContext, listing: Endpoint, statistics: Endpoint,
+                                scope: Scope, parent: DltResource) -> DltResource:
+    """Reads again the statistics periods in which items of `listing` that this run read
+    (they changed) were created, where older than the statistics' own look-back: counted by
+    creation period, those periods' numbers by state changed. A transformer of the list
+    resource, so it sees every page the list reads, in the same run."""
+    assert listing.refreshes is not None
+    created_column = listing.refreshes[1]
+    seen: set[datetime] = set()
+
+    def refresh(page: Any, meta: Any = None) -> Iterator[Any]:
+        if (getattr(meta, "hints", None) or {}).get("table_name") != listing.table:
+            return  # the list's child tables (reviewers, participants) pass by
+        spans = changed_periods(ctx, created_column, page, seen)
+        if spans:
+            yield from skipping(ctx, statistics, scope,
+                                statistics_table(ctx, statistics, scope, spans))
+
+    return dlt.transformer(refresh, name=f"{statistics.name}.refresh:{scope.key}",
+                           data_from=parent, table_name=statistics.table,
+                           section="repo_analytics").parallelize()
 
 
 def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:

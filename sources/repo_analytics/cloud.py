@@ -112,13 +112,14 @@ CHANGE_STATISTICS_COLUMNS: Final = (
 
 COMMIT_LIST_PARAMS: Final = {"merges": "include", "order": "oldest"}
 PR_LIST_PARAMS: Final = {"state": "all", "date_type": "updated"}
+PR_STATISTICS_BY_CREATION: Final = ("pull_request_statistics", "created_at")
 
 
 def pr_list(level: str, path: str, table: str, extra: tuple[Column, ...] = ()) -> Endpoint:
     key = ("read_for_user_uuid",) if extra else ()
     return Endpoint("pull_requests", level, "list", path, table, (*key, "repository_slug", "id"),
                     (*extra, *PULL_REQUEST_COLUMNS), cursor="updated_at", params=PR_LIST_PARAMS,
-                    page_size=MAX_PAGELEN)
+                    page_size=MAX_PAGELEN, refreshes=PR_STATISTICS_BY_CREATION)
 
 
 def pr_statistics(level: str, path: str, alt_paths: tuple[str, ...] = ()) -> Endpoint:

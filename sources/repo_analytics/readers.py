@@ -18,7 +18,7 @@ import pyarrow as pa
 from dlt.common import logger
 
 from .client import Answer, ApiClient
-from .dates import period_next, periods, wire
+from .dates import period_floor, period_next, periods, wire
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
 from .plan import RunPlan
@@ -185,14 +185,22 @@ def read_pages(ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: dict[
 def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
                     last_value: Any) -> Iterator[pa.Table]:
     """One row per calendar period (day by default) and scope: a time series."""
-    label = label_of(endpoint, scope)
     since, until = bounds(ctx, endpoint, last_value)
+    period = ctx.plan.statistics_period
+    # a backfill's partial last period would replace a complete row
+    spans = [(start, end) for start, end in periods(since, until, period)
+             if not (ctx.plan.backfill and end < period_next(start, period))]
+    yield from statistics_table(ctx, endpoint, scope, spans)
+
+
+def statistics_table(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
+                     spans: list[tuple[datetime, datetime]]) -> Iterator[pa.Table]:
+    """One row per [start, end) of `spans`, as one table."""
+    label = label_of(endpoint, scope)
     period = ctx.plan.statistics_period
     rows: list[Any] = []
     contexts: list[dict[str, Any]] = []
-    for start, end in periods(since, until, period):
-        if ctx.plan.backfill and end < period_next(start, period):
-            continue  # a backfill's partial last period would replace a complete row
+    for start, end in spans:
         params = {**endpoint.params, **date_params(ctx, start, end)}
         body = get_first_working(ctx, endpoint, scope, params).body
         rows.append(body)
@@ -204,6 +212,23 @@ def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         tables = [to_arrow([row], endpoint.columns, context)
                   for row, context in zip(rows, contexts, strict=True)]
         yield tagged(ctx, endpoint, pa.concat_tables(tables))
+
+
+def changed_periods(ctx: ReadContext, created_column: str, table: pa.Table,
+                    seen: set[datetime]) -> list[tuple[datetime, datetime]]:
+    """The complete statistics periods, older than the ones the statistics resources re-read
+    and not before `start_date`, in which items of this page were created; each period once
+    per run (`seen`)."""
+    period = ctx.plan.statistics_period
+    horizon = period_floor(ctx.plan.until - ctx.plan.lookback, period)
+    first = period_floor(ctx.plan.start, period)
+    spans = []
+    for created in table.column(created_column).to_pylist():
+        start = period_floor(created, period) if created is not None else horizon
+        if first <= start < horizon and start not in seen:
+            seen.add(start)
+            spans.append((start, period_next(start, period)))
+    return sorted(spans)
 
 
 def directory_items(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> list[Any]:

@@ -120,6 +120,10 @@ class Endpoint:
     # Skips of these kinds mean the host keeps no such data for the scope (a setting, e.g.
     # lines-of-code indexing off): a note, not a partial run that would recur every night.
     absent_on: tuple[str, ...] = ()
+    # (statistics resource family, creation-time column): the statistics counted by the
+    # items' creation period change when an item changes; the periods of changed items older
+    # than the statistics' own look-back are read again.
+    refreshes: tuple[str, str] | None = None
     csv_key: tuple[str, ...] = ()  # CSV exports: normalised header names of the natural key
     details: Any = None  # a details.DetailSpec: per-item requests (opt-in with_files)
 

@@ -470,11 +470,30 @@ class Cursors:
         return cls(until, commits, prs, stats)
 
 
+def refreshed_days(truth: Truth, cursors: Cursors) -> frozenset[tuple[str, datetime]]:
+    """(scope, creation day) of each pull request a nightly run's list of that scope reads:
+    the days whose pull-request statistics the run reads again."""
+    days = set()
+    for p in truth.prs:
+        for level, scope in (("workspace", truth.workspace),
+                             ("repository", p["destination"]["repository"]["slug"]),
+                             ("user", truth.uuid_of[p["_sim"]["user"]])):
+            cursor = cursors.pull_requests.get((level, scope))
+            if from_ms(p["_sim"]["updated_ms"]) >= (START if cursor is None
+                                                     else cursor - LOOKBACK):
+                days.add((scope, day_floor(from_ms(p["_sim"]["created_ms"]))))
+    return frozenset(days)
+
+
 def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, start: datetime,
-                                workspace: str) -> None:
+                                workspace: str,
+                                refreshed: frozenset[tuple[str, datetime]] = frozenset()
+                                ) -> None:
     """A nightly run re-reads only the look-back behind each scope's cursor: every dated
     request's since_date is no earlier than (cursor - look-back), minus 26 h for commits.
-    Repository discovery reads the workspace lists from (previous clock - look-back - 26 h)."""
+    Repository discovery reads the workspace lists from (previous clock - look-back - 26 h).
+    Older pull-request statistics are read only for the (scope, day) pairs in `refreshed`,
+    one day each: the creation days of pull requests the run read."""
     discovery = cursors.until - LOOKBACK - SLACK
     checked = 0
     for entry in log:
@@ -496,6 +515,10 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
             kind = "changes" if "changes" in endpoint else "pull-requests"
             cursor = cursors.statistics.get((kind, scope))
             bound = None if cursor is None else day_floor(max(start, cursor - LOOKBACK))
+            until = wire_time(entry["params"]["until_date"])
+            if kind == "pull-requests" and (scope, since) in refreshed and until == since + DAY:
+                checked += 1
+                continue
         if level == "workspace" and ".list." in endpoint:
             bound = discovery if bound is None else min(bound, discovery)
         if bound is None:  # a scope new in this run starts at the start
@@ -684,7 +707,8 @@ def test_second_run_with_nothing_new_changes_nothing(loaded: Loaded) -> None:
 def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
     """The nightly run starts each scope at its cursor minus the look-back, not at the start."""
     assert_reads_only_look_back(loaded.second_log, loaded.cursors, START,
-                                loaded.truth.workspace)
+                                loaded.truth.workspace,
+                                refreshed_days(loaded.truth, loaded.cursors))
     assert len(loaded.second_log) < len(loaded.first_log) / 3
 
 
@@ -745,13 +769,17 @@ def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path) -> None:
     assert count(loader, "cloud_commits", f"WHERE repository_slug = '{new_repo}'") == 3
 
     check_everything(loader, truth, window)
-    # Statistics: the re-read days (and the new one) equal the truth again. Older days are not
-    # re-read: a PR created there that changed state leaves that day's row stale (known
-    # limitation of statistics by creation day with a look-back cursor).
+    # Statistics: every day equals the truth again — the re-read days (and the new one), and
+    # the older creation days of pull requests that changed state (read again for them).
+    old_days = {day_floor(from_ms(p["_sim"]["created_ms"])) for p in truth.prs
+                if (p["destination"]["repository"]["slug"], p["id"])
+                in {(slug, number) for slug, number, _ in answer["pull_request_changes"]}}
     reread = day_floor(old.clock - LOOKBACK)
-    check_pr_statistics(loader, truth, window, from_day=reread)
+    assert [d for d in old_days if d < reread], "no changed pull request older than look-back"
+    check_pr_statistics(loader, truth, window)
     check_change_statistics(loader, truth, window, from_day=reread)
-    assert_reads_only_look_back(log, cursors, START, truth.workspace)
+    assert_reads_only_look_back(log, cursors, START, truth.workspace,
+                                refreshed_days(truth, cursors))
     assert_request_parameters(log, truth.clock)
 
 
