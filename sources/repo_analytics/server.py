@@ -146,6 +146,7 @@ STATISTICS_KEY: Final = ("level", "scope", "period_start", "period")
 
 COMMIT_LIST_PARAMS: Final = {"merges": "include", "order": "oldest"}
 PR_LIST_PARAMS: Final = {"state": "all", "dateType": "updated"}
+PR_STATISTICS_BY_CREATION: Final = ("pull_request_statistics", "created_at")
 
 
 def level_endpoints(level: str) -> tuple[Endpoint, ...]:
@@ -162,7 +163,7 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
                  f"server_pull_requests{suffix}", (*user_key, *PR_KEY),
                  (*extra, *PULL_REQUEST_COLUMNS), (REVIEWERS, PARTICIPANTS),
                  cursor="updated_at", params=PR_LIST_PARAMS, page_size=MAX_PULL_REQUESTS,
-                 refreshes=("pull_request_statistics", "created_at")),
+                 refreshes=PR_STATISTICS_BY_CREATION),
         Endpoint("commit_statistics", level, "statistics", f"{prefix}/commits/statistics",
                  "server_commit_statistics", (*STATISTICS_KEY, "merges"),
                  COMMIT_STATISTICS_COLUMNS, cursor="period_end", params={"merges": "include"}),
