@@ -35,6 +35,7 @@ import pstats
 import resource
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from datetime import UTC, datetime
@@ -250,8 +251,20 @@ def profile_warm(size: str, seconds: float) -> str:
     finally:
         sim.stop()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
-    return text.getvalue()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    return without_machine_paths(text.getvalue())
+
+
+def without_machine_paths(text: str) -> str:
+    """Profile lines name files by absolute path: keep them relative to where they live (the
+    standard library, site-packages, this checkout) so no result names this machine."""
+    replacements = {str(Path(sysconfig.get_paths()["purelib"])): "<site-packages>",
+                    str(Path(sysconfig.get_paths()["stdlib"])): "<stdlib>",
+                    str(ROOT): "<checkout>"}
+    for path, label in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(path, label)
+    return text
 
 
 def machine() -> dict[str, Any]:

@@ -65,3 +65,39 @@ def test_every_table_and_config_key_is_documented() -> None:
             assert "`retry.max_attempts`" in README
         elif name not in internal:
             assert f"`{name}`" in README, name
+
+
+# An absolute path that only some machine has: the temp folder, a home folder, a venv, a
+# per-user interpreter install. Tests and scripts must find commands from `sys.executable`
+# and data from their own temp folders; a fresh clone elsewhere has none of these.
+MACHINE_PATH = re.compile(
+    r"""(?<![\w.<>-])(?:/tmp|/var/tmp|/root|/home/[^/\s"']+|/Users/[^/\s"']+)(?:/[^\s"'`)]*)?"""
+    r"""|[^\s"'`]*/\.?venv/bin/[^\s"'`]*""")
+
+
+def machine_paths(text: str) -> list[str]:
+    return [m.group(0) for m in MACHINE_PATH.finditer(text)]
+
+
+def test_machine_path_pattern_finds_what_it_must() -> None:
+    found = machine_paths('CLI = "/tmp/venv/bin/repo-analytics"\n'
+                          "x = '/root/.pyenv/versions/3.11.7/lib/python3.11/ssl.py'\n"
+                          "run /home/ci/project/.venv/bin/python and /opt/app/.venv/bin/pytest\n"
+                          "fine: tmp_path / 'tmp', ./tmp/x, http://h/tmp, <stdlib>/tmp.py\n")
+    assert found == ["/tmp/venv/bin/repo-analytics", "/root/.pyenv/versions/3.11.7/lib/"
+                     "python3.11/ssl.py", "/home/ci/project/.venv/bin/python",
+                     "/opt/app/.venv/bin/pytest"]
+
+
+def test_no_test_bench_or_ci_file_names_a_machine_path() -> None:
+    offenders = []
+    for folder in ("tests", "bench", ".ci"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if not path.is_file() or path.suffix in {".pyc", ".duckdb", ".parquet"}:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if path == Path(__file__).resolve():  # the pattern and its own examples
+                head, rest = text.split("# An absolute path that only some machine has", 1)
+                text = head + rest.split("def test_no_test_bench_or_ci_file_names", 1)[1]
+            offenders += [f"{path.relative_to(ROOT)}: {hit}" for hit in machine_paths(text)]
+    assert offenders == []

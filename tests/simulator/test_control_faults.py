@@ -14,10 +14,12 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +30,8 @@ from simulator.faults import FAULT_KINDS, parse_spec
 
 MakeSim = Callable[..., Simulator]
 EDITIONS = ("cloud", "server")
-CLI = "/tmp/venv/bin/repo-analytics"
+# The command installed beside the interpreter running the tests (whatever venv that is).
+CLI = str(Path(sys.executable).with_name("repo-analytics"))
 DAY_S = 86_400
 
 
