@@ -12,6 +12,7 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import LoadInfo
 
+from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
 from sources.repo_analytics import RunReport, repo_analytics
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
@@ -53,6 +54,7 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     """
     report = report if report is not None else RunReport()
     guard = load_lock or nullcontext()
+    stamp_load_ids()
     with guard:
         settle_pending(pipeline)
         restore_state(pipeline)
@@ -66,9 +68,17 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     pipeline.normalize()
     with guard:
         info = pipeline.load()
+        prune_stale_children(pipeline, str(source_args.get("edition")))
         if views and pipeline.destination.destination_name == "duckdb":
             create_views(pipeline)
     return LoadResult(info, report, pipeline)
+
+
+def stamp_load_ids() -> None:
+    """Every row carries the id of the load that wrote it (`_dlt_load_id`, which dlt adds to
+    Arrow tables on request): lineage for users, and what replaces a parent's child list on
+    Delta tables (`pipelines/lake.py`). Idempotent; in dlt's in-memory config."""
+    dlt.config["normalize.parquet_normalizer.add_dlt_load_id"] = True
 
 
 def settle_pending(pipeline: dlt.Pipeline) -> None:
@@ -76,6 +86,7 @@ def settle_pending(pipeline: dlt.Pipeline) -> None:
     only after a whole extract, and holds its data with the state that goes with it (cursors,
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there."""
+    stamp_load_ids()
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
@@ -96,16 +107,29 @@ def sibling(pipeline: dlt.Pipeline, name: str) -> dlt.Pipeline:
     working folder (dlt runs one load at a time per pipeline). Exports no schema: the
     pipeline's own export is the one to read. Imports the pinned schema only when there is
     one: with none, dlt writes the first schema it makes into the import folder, and window
-    pipelines starting together would race to write it."""
+    pipelines starting together would race to write it.
+
+    Each has a staging dataset of its own: a package's rows wait there between the copy and
+    the merge, and after a crash two pipelines may each hold a package. Had they shared one,
+    the first package loaded at start-up would empty the staging tables (dlt truncates them
+    when a load begins) under the other's half-loaded package, whose merges would then run
+    from nothing while its state row still recorded the window as finished."""
     imports = pipeline.schemas.config.import_schema_path
     pinned = imports if imports and any(Path(imports).glob("*.schema.yaml")) else None
     return dlt.pipeline(
         pipeline_name=name,
-        destination=pipeline.destination,
+        destination=own_staging(pipeline.destination, name),
         dataset_name=pipeline.dataset_name,
         pipelines_dir=pipeline.pipelines_dir,
         import_schema_path=pinned,  # type: ignore[arg-type]  # None: none pinned
     )
+
+
+def own_staging(destination: Any, owner: str) -> Any:
+    """The same destination, with a staging dataset named after `owner`."""
+    params = {**destination.config_params, **destination.caps_params,
+              "staging_dataset_name_layout": f"%s_staging_{owner}"}
+    return type(destination)(destination_name=destination.destination_name, **params)
 
 
 def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:

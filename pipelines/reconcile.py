@@ -22,6 +22,7 @@ from typing import Any, Final
 import dlt
 import duckdb
 
+from pipelines.lake import delta_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
@@ -157,23 +158,6 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
             return reconcile_with(con, pipeline.dataset_name, windows, source_args)
     return Reconciliation(0, [], [f"not run: reconciliation reads DuckDB or Delta tables, "
                                   f"not the {name} destination"])
-
-
-def delta_tables(pipeline: dlt.Pipeline, *names: str) -> dict[str, Any]:
-    """The Delta tables of that name that exist, found by location: not through the
-    pipeline's schema, which knows no table when window pipelines did all the loading."""
-    from dlt.common.libs.deltalake import DeltaTable, deltalake_storage_options
-
-    found = {}
-    client: Any
-    with pipeline.destination_client() as client:
-        options = deltalake_storage_options(client.config.credentials,
-                                            client.config.deltalake_storage_options)
-        for name in names:
-            location = client.get_open_table_location("delta", name)
-            if DeltaTable.is_deltatable(location, options):
-                found[name] = DeltaTable(location, storage_options=options)
-    return found
 
 
 def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,

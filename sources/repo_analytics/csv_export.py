@@ -14,11 +14,19 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-import dlt
 import pyarrow as pa
 
 from .dates import utc_from_iso, windows
-from .readers import ReadContext, Scope, bounds, date_params, label_of, nullability, table_hints
+from .readers import (
+    ReadContext,
+    Scope,
+    bounds,
+    date_params,
+    emit,
+    label_of,
+    nullability,
+    table_hints,
+)
 from .tables import Endpoint
 
 BATCH_ROWS: Final = 5_000
@@ -120,7 +128,7 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
                    "window_end": end}
         for table in csv_tables(lines, context):
             ctx.report.count_rows(label, table.num_rows)
-            yield export_hints(ctx, endpoint, table)
+            yield from emit(ctx, table, export_hints(ctx, endpoint, table))
 
 
 def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
@@ -132,5 +140,4 @@ def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     else:
         key = ("level", "scope", "window_start", "row_number")
         merge_key = ("level", "scope", "window_start")
-    hints = table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)
-    return dlt.mark.with_hints(table, hints, create_table_variant=True)
+    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)

@@ -20,7 +20,7 @@ import dlt
 import pyarrow as pa
 
 from .errors import SkippableApiError
-from .readers import ReadContext, Scope, label_of, nullability, table_hints
+from .readers import ReadContext, Scope, emit, label_of, nullability, table_hints
 from .tables import Column, Endpoint, arrow_type_of, to_arrow
 
 FETCHED_STATE_KEY = "details_fetched"
@@ -74,7 +74,7 @@ def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
         pending.pop(item_id, None)
     prune(fetched, ctx)
     fields = [table.schema.field(name) for name in spec.copied]
-    yield from emit(ctx, spec, scope, detail_table(spec, found, fields), label)
+    yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
 
 
 def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: Scope,
@@ -99,7 +99,7 @@ def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: 
         pending.pop(item_id, None)
     schema = arrow_type_of(endpoint.columns)  # as the list's pages: types and nullability
     fields = [schema.field(name) for name in spec.copied]
-    yield from emit(ctx, spec, scope, detail_table(spec, found, fields), label)
+    yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
 
 
 def fetch_all(ctx: ReadContext, spec: DetailSpec, scope: Scope,
@@ -127,14 +127,14 @@ def detail_table(spec: DetailSpec, found: Sequence[tuple[dict[str, Any], Any]],
     return detail
 
 
-def emit(ctx: ReadContext, spec: DetailSpec, scope: Scope, detail: pa.Table | None,
-         label: str) -> Iterator[Any]:
+def emit_details(ctx: ReadContext, spec: DetailSpec, detail: pa.Table | None,
+                 label: str) -> Iterator[Any]:
     if detail is None:
         return
     hints = table_hints(ctx, spec.table, (*spec.parent_key, spec.element_key),
                         nullability(detail.schema), merge_key=spec.parent_key)
     ctx.report.count_rows(label, detail.num_rows)
-    yield dlt.mark.with_hints(detail, hints, create_table_variant=True)
+    yield from emit(ctx, detail, hints)
 
 
 def label_of_details(spec: DetailSpec, scope: Scope) -> str:

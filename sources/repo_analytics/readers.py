@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import dlt
 import pyarrow as pa
+import pyarrow.compute as pc
 from dlt.common import logger
 
 from .client import Answer, ApiClient
@@ -52,6 +53,8 @@ class ReadContext:
     report: RunReport
     working_paths: dict[str, str] = field(default_factory=dict)
     directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
+    # natural keys yielded so far in this run, per table (see `emit`)
+    emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -115,26 +118,55 @@ def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
     return hints
 
 
+def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Any]:
+    """`table` with its hints, less the rows that must not reach the destination twice.
+
+    Each natural key is yielded once per run: several levels read the same commit (one set
+    of child rows, not one per level), a statistics period can be read by its resource and by
+    the refresh, and an item can shift across pages while a list is read. A load whose rows
+    repeat a key fails on Delta tables (`MERGE matched a target row with multiple source
+    rows`) and depends on dlt's de-duplication elsewhere. The first copy is kept: a later
+    change is the next run's (its look-back reads it again).
+
+    Where the destination upserts (Delta tables), hard-delete marker rows are dropped: a Delta
+    table stores them on its first load, and an emptied list is pruned after the load instead
+    (`pipelines/lake.py`).
+    """
+    name = hints["table_name"]
+    if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
+        table = table.filter(pc.invert(table.column(REMOVED)))
+    key_columns = [table.column(c).to_pylist() for c in hints["primary_key"]]
+    with ctx.lock:
+        seen = ctx.emitted.setdefault(name, set())
+        keep = []
+        for key in zip(*key_columns, strict=True):
+            keep.append(key not in seen)
+            seen.add(key)
+    if not all(keep):
+        table = table.filter(pa.array(keep, type=pa.bool_()))
+    if table.num_rows:
+        yield dlt.mark.with_hints(table, hints, create_table_variant=True)
+
+
 def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
                   scope: Scope) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints."""
     table = to_arrow(items, endpoint.columns, scope.context)
-    yield tagged(ctx, endpoint, table)
+    yield from tagged(ctx, endpoint, table)
     for child in endpoint.children:
         rows = child_rows(items, table, child, scope.context)
         columns = nullability(rows.schema)
         columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
         hints = table_hints(ctx, child.table, child.primary_key, columns,
                             merge_key=child.parent_key)
-        yield dlt.mark.with_hints(rows, hints, create_table_variant=True)
+        yield from emit(ctx, rows, hints)
     if endpoint.details is not None and ctx.plan.with_files:
         yield from fetch_details(ctx, endpoint.details, table, scope)
 
 
-def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
-    return dlt.mark.with_hints(table, table_hints(
-        ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)),
-        create_table_variant=True)
+def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Iterator[Any]:
+    yield from emit(ctx, table, table_hints(
+        ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)))
 
 
 def nullability(schema: pa.Schema) -> dict[str, Any]:
@@ -211,7 +243,7 @@ def statistics_table(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         ctx.report.count_rows(label, len(rows))
         tables = [to_arrow([row], endpoint.columns, context)
                   for row, context in zip(rows, contexts, strict=True)]
-        yield tagged(ctx, endpoint, pa.concat_tables(tables))
+        yield from tagged(ctx, endpoint, pa.concat_tables(tables))
 
 
 def changed_periods(ctx: ReadContext, created_column: str, table: pa.Table,
@@ -248,7 +280,7 @@ def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterat
     items = directory_items(ctx, endpoint, scope)
     ctx.report.count_rows(label_of(endpoint, scope), len(items))
     if items:
-        yield tagged(ctx, endpoint, to_arrow(items, endpoint.columns, scope.context))
+        yield from tagged(ctx, endpoint, to_arrow(items, endpoint.columns, scope.context))
 
 
 def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,

@@ -1,4 +1,5 @@
-"""Fixtures for extractor tests: real pipeline runs into DuckDB files under tmp_path."""
+"""Fixtures for extractor tests: real pipeline runs under tmp_path, into a DuckDB file or into
+Delta tables on a filesystem (the Parquet output), read back with SQL either way."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import dlt
 import duckdb
 import pytest
@@ -17,6 +19,9 @@ from simulator import Simulator
 from tests.conftest import FIXED_NOW
 
 DATASET = "repo_analytics"
+# The destinations a user can pick, each with its default settings: end-to-end tests of
+# tables against the truth run on both.
+DESTINATIONS = ("duckdb", "parquet")
 # The cloud edition's tables and natural keys, as the README's "Cloud edition" table states.
 CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_commits": ("repository_slug", "hash"),
@@ -38,18 +43,26 @@ FAST_RETRY = {"backoff_base": 0.01, "max_wait_seconds": 5, "total_wait_seconds":
 
 @dataclass
 class Loader:
-    """Runs loads of one pipeline (one DuckDB file) against one simulator."""
+    """Runs loads of one pipeline against one simulator, into a DuckDB file (`duckdb`) or
+    Delta tables under `lake/` (`parquet`), and reads the tables back with DuckDB SQL."""
 
     sim: Simulator
     path: Path
+    destination: str = "duckdb"
 
     @property
     def db_file(self) -> Path:
         return self.path / "data.duckdb"
 
+    @property
+    def lake(self) -> Path:
+        return self.path / "lake"
+
     def pipeline(self) -> dlt.Pipeline:
-        return make_pipeline(destination=dlt.destinations.duckdb(str(self.db_file)),
-                             dataset_name=DATASET, pipelines_dir=str(self.path / "pipelines"),
+        target: Any = (dlt.destinations.duckdb(str(self.db_file)) if self.destination == "duckdb"
+                       else dlt.destinations.filesystem(bucket_url=str(self.lake)))
+        return make_pipeline(destination=target, dataset_name=DATASET,
+                             pipelines_dir=str(self.path / "pipelines"),
                              schemas_dir=self.path / "schemas")
 
     def source_args(self, **overrides: Any) -> dict[str, Any]:
@@ -72,9 +85,29 @@ class Loader:
         return run_load(self.pipeline(), **self.source_args(**overrides))
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        with duckdb.connect(str(self.db_file), read_only=True) as con:
-            con.execute(f"SET schema '{DATASET}'")
+        """`sql` over the dataset, with the dataset as the default schema."""
+        if self.destination == "duckdb":
+            with duckdb.connect(str(self.db_file), read_only=True) as con:
+                con.execute(f"SET schema '{DATASET}'")
+                return con.execute(sql).fetchall()
+        with lake_connection(self.lake) as con:
             return con.execute(sql).fetchall()
+
+
+def lake_connection(lake: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding a copy of every Delta table of the dataset (as deltalake
+    reads it), in a schema named like the dataset; the `_dlt` tables are not Delta tables."""
+    con = duckdb.connect()
+    con.execute(f"CREATE SCHEMA {DATASET}")
+    con.execute(f"SET schema '{DATASET}'")
+    folder = lake / DATASET
+    for table in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if (table / "_delta_log").is_dir():
+            data = deltalake.DeltaTable(str(table)).to_pyarrow_table()
+            con.register("delta_data", data)
+            con.execute(f'CREATE TABLE "{table.name}" AS SELECT * FROM delta_data')
+            con.unregister("delta_data")
+    return con
 
 
 @pytest.fixture
@@ -85,4 +118,10 @@ def loader(tmp_path: Path) -> Iterator[Callable[[Simulator], Loader]]:
     yield make
 
 
-__all__ = ["FIXED_NOW", "FAST_RETRY", "Loader"]
+@pytest.fixture(params=DESTINATIONS)
+def destination(request: pytest.FixtureRequest) -> str:
+    """Each destination a user can choose, with its default settings."""
+    return str(request.param)
+
+
+__all__ = ["DESTINATIONS", "FIXED_NOW", "FAST_RETRY", "Loader", "lake_connection"]

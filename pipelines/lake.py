@@ -1,0 +1,112 @@
+"""Delta tables on a filesystem (the Parquet output): finding them, and the one thing dlt's
+upsert cannot do for us there, replacing a parent's whole child list.
+
+On DuckDB a re-read parent's children replace the ones it had (delete-insert on the parent's
+key, with hard-delete marker rows for an emptied list). A Delta table is upserted by primary
+key instead: an item whose list got shorter keeps its stale tail. Every load writes a parent
+row together with its complete current list, all stamped with the load's `_dlt_load_id`; so
+a child row older than the newest load that wrote its parent (at any level) is stale, and is
+deleted after the load. The rule needs no state, so a crash between the load and the pruning
+is mended by the next run's pruning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import dlt
+import duckdb
+
+from sources.repo_analytics import EDITION_SPECS
+
+LOAD_ID = "_dlt_load_id"
+
+
+@dataclass(frozen=True)
+class ChildList:
+    """A child table, the root tables whose rows own its rows, and the owner's key."""
+
+    table: str
+    roots: tuple[str, ...]
+    parent_key: tuple[str, ...]
+    position: str
+
+
+def child_lists(edition: str) -> list[ChildList]:
+    """The edition's child tables, each with every root table that writes its rows."""
+    spec = EDITION_SPECS.get(edition)
+    found: dict[str, ChildList] = {}
+    for endpoint in spec.endpoints if spec is not None else ():
+        for child in endpoint.children:
+            known = found.get(child.table)
+            roots = (*known.roots, endpoint.table) if known else (endpoint.table,)
+            found[child.table] = ChildList(child.table, roots, child.parent_key, child.position)
+    return list(found.values())
+
+
+def delta_tables(pipeline: dlt.Pipeline, *names: str) -> dict[str, Any]:
+    """The Delta tables of that name that exist, found by location: not through the
+    pipeline's schema, which knows no table when window pipelines did all the loading."""
+    from dlt.common.libs.deltalake import DeltaTable, deltalake_storage_options
+
+    found = {}
+    client: Any
+    with pipeline.destination_client() as client:
+        options = deltalake_storage_options(client.config.credentials,
+                                            client.config.deltalake_storage_options)
+        for name in names:
+            location = client.get_open_table_location("delta", name)
+            if DeltaTable.is_deltatable(location, options):
+                found[name] = DeltaTable(location, storage_options=options)
+    return found
+
+
+def prune_stale_children(pipeline: dlt.Pipeline, edition: str) -> dict[str, int]:
+    """Delete child rows that an owner's newer load did not write again; rows per table."""
+    deleted: dict[str, int] = {}
+    if pipeline.destination.destination_name != "filesystem":
+        return deleted
+    for child in child_lists(edition):
+        tables = delta_tables(pipeline, child.table, *child.roots)
+        if child.table not in tables or not has_load_ids(tables[child.table]):
+            continue
+        roots = [tables[name] for name in child.roots if name in tables]
+        stale = stale_rows(tables[child.table], roots, child)
+        if stale.num_rows:
+            match = " AND ".join(f"t.{c} = s.{c}" for c in (*child.parent_key, child.position))
+            (tables[child.table].merge(source=stale, predicate=match, source_alias="s",
+                                       target_alias="t")
+             .when_matched_delete().execute())
+            deleted[child.table] = stale.num_rows
+    return deleted
+
+
+def has_load_ids(table: Any) -> bool:
+    """Tables written before load ids were stamped cannot be pruned (nor need to be: they
+    were written with the same rule as today's, less this repair)."""
+    return LOAD_ID in {f.name for f in table.schema().fields}
+
+
+def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
+    """(owner key, position) of each child row written before its owner's newest load."""
+    key = [*child.parent_key]
+    with duckdb.connect() as con:
+        con.register("children", children.to_pyarrow_table(columns=[*key, child.position,
+                                                                    LOAD_ID]))
+        owners = []
+        for index, root in enumerate(roots):
+            if has_load_ids(root):
+                con.register(f"root_{index}", root.to_pyarrow_table(columns=[*key, LOAD_ID]))
+                owners.append(f"SELECT * FROM root_{index}")
+        if not owners:
+            return con.sql("SELECT * FROM children LIMIT 0").to_arrow_table()
+        names = ", ".join(f'"{c}"' for c in key)
+        joined = " AND ".join(f'c."{c}" = o."{c}"' for c in key)
+        return con.sql(
+            f"WITH owner AS (SELECT {names}, max(CAST({LOAD_ID} AS DOUBLE)) AS newest "
+            f"FROM ({' UNION ALL '.join(owners)}) GROUP BY ALL) "
+            f'SELECT {", ".join(f"c.{n}" for n in names.split(", "))}, c."{child.position}" '
+            f"FROM children c JOIN owner o ON {joined} "
+            f"WHERE CAST(c.{LOAD_ID} AS DOUBLE) < o.newest").to_arrow_table()

@@ -1,0 +1,93 @@
+"""A backfill killed while two window pipelines each hold a package loses nothing on rerun.
+
+The crash is made exactly, in a subprocess: window 1's pipeline holds a normalized package it
+never started loading, and window 2's pipeline is killed (SIGKILL, from inside dlt's SQL job
+runner) at its first merge job, its rows copied to staging and not yet merged. The rerun must
+finish both packages and land every row of both windows: before each window pipeline had a
+staging dataset of its own, window 1's load emptied the shared staging tables under window
+2's half-loaded package, which then merged nothing and still recorded its window finished.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipelines.backfill import run_backfill
+from simulator import Simulator
+from tests.extractor.conftest import Loader
+from tests.extractor.test_backfill import CLOCK, assert_tables_equal_truth, source_args
+
+FIRST = datetime(2026, 4, 2, tzinfo=UTC)
+WINDOW = timedelta(days=30)  # two windows: [04-02, 05-02) and [05-02, 06-01), both with data
+
+CRASH = r'''
+import json, os, signal, sys
+from datetime import datetime
+from pathlib import Path
+
+import dlt
+from dlt.destinations.job_client_impl import SqlLoadJob
+
+from pipelines.backfill import signature, window_key, window_pipeline_name
+from pipelines.load import make_pipeline, run_load, sibling
+
+args = json.loads(sys.argv[1])
+main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
+                     dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
+                     schemas_dir=Path(args["schemas"]))
+source = args["source"]
+clock = datetime.fromisoformat(args["clock"])
+
+
+def window(slot, start, end, load):
+    pipeline = sibling(main, window_pipeline_name(main.pipeline_name, slot))
+    if not load:
+        pipeline.load = lambda *a, **k: None  # the crash comes before this package loads
+    run_load(pipeline, start_date=start, end_date=end, now=clock, views=False,
+             backfill_window={"key": window_key(datetime.fromisoformat(start),
+                                                datetime.fromisoformat(end)),
+                              "signature": signature(source)}, **source)
+
+
+def killed_at_first_merge(self):
+    with open(self._file_path, encoding="utf-8") as sql:
+        if "_staging" in sql.read():  # a merge from the staging dataset
+            os.kill(os.getpid(), signal.SIGKILL)
+    return run(self)
+
+
+run = SqlLoadJob.run
+window(1, *args["windows"][0], load=False)
+SqlLoadJob.run = killed_at_first_merge
+window(2, *args["windows"][1], load=True)
+'''
+
+
+def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
+        make_sim: Any, tmp_path: Path) -> None:
+    sim: Simulator = make_sim(edition="server")
+    loader = Loader(sim, tmp_path)
+    args = source_args(loader)
+    windows = [(FIRST.isoformat(), (FIRST + WINDOW).isoformat()),
+               ((FIRST + WINDOW).isoformat(), CLOCK.isoformat())]
+    crash = subprocess.run(
+        [sys.executable, "-c", CRASH, json.dumps({
+            "db": str(loader.db_file), "pipelines": str(tmp_path / "pipelines"),
+            "schemas": str(tmp_path / "schemas"), "source": args, "clock": CLOCK.isoformat(),
+            "windows": windows})],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
+
+    rerun = run_backfill(loader.pipeline(), FIRST, CLOCK, window_days=30, now=CLOCK, **args)
+
+    # both windows were finished by their crashed packages, so nothing is read again ...
+    assert [w.resumed for w in rerun.windows] == [True, True]
+    # ... and every commit and pull request of both windows is there, by key and value
+    assert_tables_equal_truth(loader.db_file, sim, "server", required=(FIRST, CLOCK),
+                              allowed=(FIRST - timedelta(days=1), CLOCK))
