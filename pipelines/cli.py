@@ -256,8 +256,13 @@ def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
 
     import dlt
 
+    from sources.repo_analytics.config import retry_values
+
     values: dict[str, Any] = {}
-    for flag in (*LOAD_FLAGS, "token", "username", "password", "retry"):
+    retry = retry_values()
+    if retry is not None:
+        values["retry"] = retry
+    for flag in (*LOAD_FLAGS, "token", "username", "password"):
         value = getattr(args, flag, None)
         if value is None:
             provider = dlt.secrets if flag in ("token", "password") else dlt.config
