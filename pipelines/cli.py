@@ -102,6 +102,7 @@ def load_command(args: argparse.Namespace) -> int:
     from sources.repo_analytics import RunReport
 
     overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
+    check_before_run(args)
     report = RunReport()
     with make_progress(args.progress, "load") as progress:
         progress.watch(report)
@@ -152,8 +153,17 @@ def root_cause(error: BaseException) -> BaseException:
     return seen[-1]
 
 
+class MissingConfig(Exception):
+    """Required settings not set, found before the pipeline is made (dlt finds them later)."""
+
+    def __init__(self, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.fields = fields
+
+
 def is_missing_config(error: BaseException) -> bool:
-    return type(error).__name__ == "ConfigFieldMissingException"
+    return isinstance(error, MissingConfig) or (
+        type(error).__name__ == "ConfigFieldMissingException")
 
 
 def config_message(error: BaseException) -> str:
@@ -164,6 +174,30 @@ def config_message(error: BaseException) -> str:
         return (f"config error: {names} not set: put it in .dlt/config.toml (secrets in "
                 f".dlt/secrets.toml) under [sources.repo_analytics], or set {envs}")
     return f"config error: {error}"
+
+
+def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
+    """Every setting of a run checked before anything is written or requested: the source's
+    values (flags over config) as the source will check them, then the destination, the
+    DuckDB path and the dataset name (`make_cli_pipeline` checks those first). `dates=False`
+    for a backfill, whose windows set the dates."""
+    from sources.repo_analytics import EDITION_SPECS, ConfigError
+    from sources.repo_analytics.plan import build_plan
+
+    values = resolved_source_args(args)
+    missing = [f for f in ("edition", "base_url") if values.get(f) in (None, "")]
+    if missing:
+        raise MissingConfig(missing)
+    spec = EDITION_SPECS.get(str(values["edition"]))
+    if spec is None:
+        raise ConfigError("edition", values["edition"], "one of " + ", ".join(EDITION_SPECS))
+    if not dates:
+        values = {k: v for k, v in values.items() if k not in ("start_date", "end_date")}
+    build_plan(spec, values)
+    from pipelines.load import check_dataset_name
+
+    cli_destination(args)
+    check_dataset_name(args.dataset)
 
 
 def fail(code: int, message: str) -> int:
@@ -226,6 +260,7 @@ def backfill_command(args: argparse.Namespace) -> int:
 
             raise ConfigError("days", args.days, "a number of days of at least 1")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
+    check_before_run(args, dates=False)
     pipeline = make_cli_pipeline(args)
     with make_progress(args.progress, "backfill") as progress:
         result = run_backfill(pipeline, since, args.until, args.window_days,
@@ -256,8 +291,13 @@ def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
 
     import dlt
 
+    from sources.repo_analytics.config import retry_values
+
     values: dict[str, Any] = {}
-    for flag in (*LOAD_FLAGS, "token", "username", "password", "retry"):
+    retry = retry_values()
+    if retry is not None:
+        values["retry"] = retry
+    for flag in (*LOAD_FLAGS, "token", "username", "password"):
         value = getattr(args, flag, None)
         if value is None:
             provider = dlt.secrets if flag in ("token", "password") else dlt.config
@@ -299,18 +339,53 @@ def reset_command(args: argparse.Namespace) -> int:
 
 
 def make_cli_pipeline(args: argparse.Namespace) -> Any:
-    import dlt
-
     from pipelines.load import SCHEMAS, make_pipeline
 
-    destination: Any = args.destination
-    if destination == "duckdb":
-        destination = dlt.destinations.duckdb(args.duckdb)
-    elif destination == "parquet":
-        destination = dlt.destinations.filesystem(bucket_url=args.parquet_dir)
+    destination = cli_destination(args)
+    if args.destination == "duckdb":
+        Path(args.duckdb).parent.mkdir(parents=True, exist_ok=True)
     return make_pipeline(pipeline_name=args.pipeline_name, destination=destination,
                          dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
                          schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
+
+
+def cli_destination(args: argparse.Namespace) -> Any:
+    """The destination of `--destination`, checked: a name dlt knows, and for DuckDB a file
+    path that can be written (checked here: DuckDB would fail only when loading)."""
+    import dlt
+    from dlt.common.destination import Destination
+    from dlt.common.destination.exceptions import UnknownDestinationModule
+
+    from sources.repo_analytics import ConfigError
+
+    if args.destination == "duckdb":
+        check_duckdb_path(args.duckdb)
+        return dlt.destinations.duckdb(args.duckdb)
+    if args.destination == "parquet":
+        return dlt.destinations.filesystem(bucket_url=args.parquet_dir)
+    try:
+        return Destination.from_reference(args.destination)
+    except UnknownDestinationModule:
+        known = sorted(set(dlt.destinations.__all__) - {"destination"})
+        raise ConfigError("destination", args.destination,
+                          "duckdb, parquet, a dlt destination (" + ", ".join(known)
+                          + ") or a named destination configured in .dlt/") from None
+
+
+def check_duckdb_path(text: str) -> None:
+    """A file, not a folder, in a folder that exists and can be written or can be made."""
+    import os
+
+    from sources.repo_analytics import ConfigError
+
+    path = Path(text).absolute()
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    if path.is_dir() or not writable or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError("duckdb", text, "the path of a file (not a folder) in a writable "
+                          "folder, made when missing: pass --duckdb FILE")
 
 
 def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:

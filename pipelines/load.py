@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
-from sources.repo_analytics import RunReport, repo_analytics
+from sources.repo_analytics import ConfigError, RunReport, repo_analytics
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,7 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
                   dataset_name: str = "repo_analytics", pipelines_dir: str | None = None,
                   schemas_dir: Path = SCHEMAS) -> dlt.Pipeline:
     """The pipeline: DuckDB by default, schemas imported from and exported to `schemas_dir`."""
+    check_dataset_name(dataset_name)
     return dlt.pipeline(
         pipeline_name=pipeline_name,
         destination=destination or "duckdb",
@@ -40,6 +42,16 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
         import_schema_path=str(schemas_dir / "import"),
         export_schema_path=str(schemas_dir / "export"),
     )
+
+
+def check_dataset_name(name: str) -> None:
+    """A dataset name dlt keeps as it is: any other is renamed in some places and not in
+    others (the staging dataset, the reconciliation's queries)."""
+    normalised = NamingConvention().normalize_identifier(name)
+    if name != normalised:
+        raise ConfigError("dataset", name, "a plain lower-case name: letters, digits and "
+                          "single underscores, not starting with a digit nor ending with an "
+                          f"underscore (dlt would make it `{normalised}`): pass --dataset NAME")
 
 
 def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | None = None,

@@ -14,6 +14,7 @@ from dlt.extract.resource import DltResource
 
 from .client import ApiClient, HostGate
 from .cloud import CLOUD
+from .config import retry_values
 from .csv_export import read_csv
 from .details import read_pending
 from .errors import (
@@ -108,7 +109,9 @@ def repo_analytics(
         concurrency: how many scopes (and single commits) are read at once, and the most
             requests open to the host at once.
         with_files: self-hosted: fetch each new commit's per-file line changes.
-        retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...).
+        retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...); from
+            config, the `retry` table with each `SOURCES__REPO_ANALYTICS__RETRY__<KEY>`
+            variable over it.
         token: the access token (secret).
         username: the self-hosted user name, with `password` (secret).
         password: the self-hosted password (secret).
@@ -134,7 +137,8 @@ def repo_analytics(
         "levels": levels, "resources": resources, "repositories": repositories,
         "users": users, "start_date": start_date, "end_date": end_date,
         "lookback_days": lookback_days, "page_size": page_size,
-        "statistics_period": statistics_period, "concurrency": concurrency, "retry": retry,
+        "statistics_period": statistics_period, "concurrency": concurrency,
+        "retry": retry_values(retry),
         "with_files": with_files, "backfill": backfill_window is not None,
         "merge_strategy": merge_strategy,
         "token": token, "username": username, "password": password,

@@ -18,6 +18,7 @@ import orjson
 import requests
 from dlt.common import logger
 from tenacity import RetryCallState, Retrying, retry_if_exception
+from urllib3.exceptions import NewConnectionError
 
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .report import RunReport
@@ -28,11 +29,13 @@ JSON_TYPES = ("application/json", "text/json")
 
 
 class RetryableError(Exception):
-    """A transient failure; `retry_after` is the host's own wait hint in seconds."""
+    """A transient failure; `retry_after` is the host's own wait hint in seconds;
+    `unreachable` names the host when no connection could be made (refused, no such name)."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, retry_after: float | None = None,
+                 unreachable: str | None = None) -> None:
         super().__init__(reason)
-        self.reason, self.retry_after = reason, retry_after
+        self.reason, self.retry_after, self.unreachable = reason, retry_after, unreachable
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -185,6 +188,12 @@ class ApiClient:
         try:
             return retrying(call)
         except RetryableError as error:
+            if error.unreachable:
+                raise RetryBudgetExhausted(
+                    f"cannot connect to {error.unreachable} ({error.reason}) after "
+                    f"{self.settings.max_attempts} attempts: check base_url and that the host "
+                    "is up and reachable from here, then rerun; nothing of this run was "
+                    "loaded and the saved state is unchanged") from None
             raise RetryBudgetExhausted(
                 f"`{label}` still failing after {self.settings.max_attempts} attempts "
                 f"({error.reason}); nothing of this run was loaded and the saved state is "
@@ -223,8 +232,10 @@ class ApiClient:
         self.report.count_retry(label, seconds)
         if isinstance(error, RetryableError) and error.retry_after is not None:
             self.gate.hold(seconds)
-        logger.warning(f"retrying {label} in {seconds:.2f} s (attempt "
-                       f"{state.attempt_number}): {reason}")
+        # a host that cannot be reached says so once, in the final error: not a line per try
+        log = (logger.info if isinstance(error, RetryableError) and error.unreachable
+               else logger.warning)
+        log(f"retrying {label} in {seconds:.2f} s (attempt {state.attempt_number}): {reason}")
 
     @staticmethod
     def _sleep(seconds: float) -> None:
@@ -245,6 +256,11 @@ class ApiClient:
         except requests.Timeout:
             raise RetryableError(f"timeout from {sanitise(url)}") from None
         except requests.ConnectionError as error:
+            if isinstance(getattr(error.args[0] if error.args else None, "reason", None),
+                          NewConnectionError):  # refused, or no such host name
+                host = urlsplit(sanitise(url)).netloc
+                raise RetryableError(f"connection refused or host not found: "
+                                     f"{sanitise(url)}", unreachable=host) from None
             raise RetryableError(f"connection error from {sanitise(url)}: "
                                  f"{type(error).__name__}") from None
         except requests.exceptions.ChunkedEncodingError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ from .settings import (
     DEFAULT_START_DAYS,
     EDITIONS,
     NAIVE_DATE_SLACK_HOURS,
+    RETRY_HIGHEST,
+    RETRY_LIMITS,
     STATISTICS_PERIODS,
     ClientSettings,
 )
@@ -94,6 +97,39 @@ def number(key: str, value: Any, low: float, high: float, kind: type = float) ->
     return parsed
 
 
+def retry_settings(retry: Any) -> ClientSettings:
+    """The `retry` table (its keys checked) into the client's settings."""
+    valid = "one of " + ", ".join(RETRY_LIMITS)
+    if retry is None:
+        retry = {}
+    if not isinstance(retry, Mapping):
+        raise ConfigError("retry", retry, "a table of settings: " + valid)
+    unknown = sorted(str(k) for k in set(retry) - set(RETRY_LIMITS))
+    if unknown:
+        raise ConfigError("retry", unknown[0], valid)
+    settings: dict[str, Any] = {str(k): retry_setting(str(k), v) for k, v in retry.items()}
+    return ClientSettings(**settings)
+
+
+def retry_setting(key: str, value: Any) -> int | float:
+    """One `retry` value, from a number or its text (environment variables are text)."""
+    limit = RETRY_LIMITS[key]
+    if limit.whole:
+        expected = f"a whole number from {limit.low:g} to {RETRY_HIGHEST}"
+    elif limit.low_allowed:
+        expected = f"a number from {limit.low:g} to {RETRY_HIGHEST}"
+    else:
+        expected = f"a number above {limit.low:g}, up to {RETRY_HIGHEST}"
+    try:
+        parsed = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        parsed = math.nan
+    above_low = parsed >= limit.low if limit.low_allowed else parsed > limit.low
+    if not (above_low and parsed <= RETRY_HIGHEST) or (limit.whole and not parsed.is_integer()):
+        raise ConfigError(f"retry.{key}", value, expected)  # NaN fails every comparison
+    return int(parsed) if limit.whole else parsed
+
+
 def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                now: datetime | None = None) -> RunPlan:
     """Validate raw config values into a plan; the first bad value raises `ConfigError`."""
@@ -121,19 +157,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         raise ConfigError("start_date", values.get("start_date"),
                           f"a date before end_date ({until.isoformat()})")
     page_size = values.get("page_size")
-    retry = values.get("retry") or {}
-    if not isinstance(retry, Mapping):
-        raise ConfigError("retry", retry, "a table of settings: "
-                          + ", ".join(ClientSettings.__dataclass_fields__))
-    client = ClientSettings(**{
-        k: number(f"retry.{k}", v, 0, 100_000, int if k in ("max_attempts",
-                                                             "skip_retry_attempts") else float)
-        for k, v in retry.items() if k in ClientSettings.__dataclass_fields__
-    })
-    unknown_retry = sorted(set(retry) - set(ClientSettings.__dataclass_fields__))
-    if unknown_retry:
-        raise ConfigError("retry", unknown_retry[0],
-                          "one of " + ", ".join(ClientSettings.__dataclass_fields__))
+    client = retry_settings(values.get("retry"))
     return RunPlan(
         edition=edition,
         base_url=base_url.rstrip("/"),
