@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "sim":
         from simulator.cli import run
 
-        return run(args)
+        return run(args, lambda sim: sim_next_steps(args, sim.info()))
     if args.command == "load":
         return guarded(lambda: load_command(args))
     if args.command == "backfill":
@@ -241,6 +241,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return guarded(lambda: run_demo(args))
     return EXIT_CONFIG
+
+
+def sim_next_steps(args: argparse.Namespace, info: dict[str, Any]) -> list[str]:
+    """What `sim` prints after its banner: the `load` that reads this simulator as it is."""
+    return ["load it (paste into another shell; --end-date is the simulator's clock):",
+            "  " + sim_load_command(args, info)]
+
+
+def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
+    """`repo-analytics load` for the simulator `sim` serves: edition, URL, its clock as
+    `end_date`, and its credentials as environment variables (never as flags: a command's
+    arguments are visible to every user of the machine)."""
+    import shlex
+    from datetime import UTC, datetime
+
+    edition = info["edition"]
+    prefix = "SOURCES__REPO_ANALYTICS__"
+    if edition == "cloud":
+        env = {"TOKEN": args.token}
+    else:
+        env = {"USERNAME": args.username, "PASSWORD": args.password}
+    flags = ["--edition", edition, "--base-url", info["base_url"]]
+    if args.api_prefix is not None:  # else the edition's standard prefix, the load's default
+        flags += ["--api-prefix", info["api_prefix"]]
+    if edition == "cloud":
+        flags += ["--workspace", info["workspace"]]
+    clock = datetime.fromtimestamp(info["now"], UTC).isoformat()
+    secrets = " ".join(f"{prefix}{key}={shlex.quote(value)}" for key, value in env.items())
+    return f"{secrets} {shlex.join(['repo-analytics', 'load', *flags, '--end-date', clock])}"
 
 
 def backfill_command(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .config import EDITIONS, SimConfig
 from .faults import FaultSpecError, parse_spec
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)")
     parser.add_argument("--now", type=int, default=None,
                         help="the simulated clock, epoch seconds "
-                             "(default: 10 days ago, on the hour)")
+                             "(default: the current hour, rounded down)")
     parser.add_argument("--api-prefix", default=None, help="override the API path prefix")
     parser.add_argument("--workspace", default=SimConfig.workspace, help="cloud workspace slug")
     parser.add_argument("--token", default=SimConfig.token, help="cloud access token to accept")
@@ -36,8 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="self-hosted Bearer token to accept")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Serve until SIGINT or SIGTERM; the first line says where and how to connect."""
+def run(args: argparse.Namespace,
+        next_steps: Callable[[Any], Iterable[str]] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; the first line says where and how to connect.
+
+    `next_steps(simulator)` gives lines printed after it (the client's own commands: the
+    simulator knows no client).
+    """
     from .server import Simulator
 
     try:
@@ -56,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         print(f"repo-analytics sim: error: {error}", file=sys.stderr)
         return 2
-    print(sim.banner(), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        print(sim.banner(), flush=True)
+        for line in next_steps(sim) if next_steps else ():
+            print(line, flush=True)
         stop.wait()
     except KeyboardInterrupt:
         pass

@@ -115,7 +115,7 @@ class SimConfig:
     port: int = 0
     seed: int = 1
     size: str = "tiny"
-    now: int | None = None  # epoch seconds; default: ten days behind the wall clock, on the hour
+    now: int | None = None  # epoch seconds; default: the wall clock rounded down to the hour
     from_git: tuple[str, ...] = ()
     faults: str = ""
     api_prefix: str | None = None

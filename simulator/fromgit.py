@@ -22,9 +22,10 @@ users in proportion to their commits). With no users there are no pull requests,
 advancing the clock needs users, so give such a host a history with a repeat author.
 
 The clock: dates are real, never shifted, and clients need the clock after the history. The
-server's default clock is ten days behind the wall clock, which is before the newest commits
-of a repository in active use, so the clock here is `max(now_s, newest commit + 1 hour)`:
-an explicit `--now` later than that is kept, an earlier one is moved forward.
+server's default clock is the current hour, which can be before the newest commits of a
+repository in active use (made in the last hour, or dated ahead), so the clock here is
+`max(now_s, newest commit + 1 hour)`: an explicit `--now` later than that is kept, an earlier
+one is moved forward.
 """
 
 from __future__ import annotations

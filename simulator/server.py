@@ -20,12 +20,13 @@ from .world import World
 EDITION_CLASSES: dict[str, Callable[[HostApp], EditionBase]] = {
     "cloud": CloudEdition, "server": ServerEdition,
 }
-CLOCK_LAG_S = 10 * 86_400
+HOUR_S = 3600
 
 
 def default_now() -> int:
-    """Ten days behind the wall clock, on the hour: advances stay in any client's past."""
-    return (int(time.time()) // 3600) * 3600 - CLOCK_LAG_S
+    """The current hour (the wall clock rounded down): a client's default end, "now", reads
+    the whole history. A client that advances the clock passes its own end date."""
+    return (int(time.time()) // HOUR_S) * HOUR_S
 
 
 def build(config: SimConfig) -> World:

@@ -51,7 +51,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "pull_requests": ("edition", "project_key", "repository_slug", "pull_request_id", "title",
                       "state", "created_at", "updated_at", "closed_at", "author_name",
                       "author_user", "target_branch", "comment_count", "task_count",
-                      "reviewer_count"),
+                      "reviewer_count", "resolved_at", "resolved_at_source"),
     "pull_request_statistics": ("edition", "level", "scope", "period", "period_start",
                                 "period_end", "pull_requests", "open", "merged", "declined",
                                 "superseded"),
@@ -60,9 +60,11 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "daily_author_activity": ("edition", "project_key", "repository_slug", "author_name", "day",
                               "commits", "lines_added", "lines_deleted"),
     "pull_request_cycle_times": ("edition", "project_key", "repository_slug", "pull_request_id",
-                                 "state", "created_at", "resolved_at", "hours_to_resolve"),
+                                 "state", "created_at", "resolved_at", "hours_to_resolve",
+                                 "resolved_at_source"),
     "pull_request_outcomes_weekly": ("edition", "project_key", "repository_slug", "week",
-                                     "merged", "declined", "superseded"),
+                                     "merged", "declined", "superseded",
+                                     "resolutions_from_updated_at"),
 }
 BASE_VIEWS = ("commits", "pull_requests", "pull_request_statistics", "commit_statistics")
 EDITIONS = ("cloud", "server")
@@ -144,22 +146,52 @@ def reviewer_counts(db_file: Path) -> Counter[tuple[str, str, int]]:
                                   "FROM server_pull_request_reviewers"))
 
 
+def resolution(state: str, closed: datetime | None, updated: datetime,
+               source: str) -> tuple[datetime | None, str | None]:
+    """(resolved_at, resolved_at_source) as the README says: open ones are not resolved; a
+    closing time from `source` when there is one, else the last update."""
+    if state == "OPEN":
+        return None, None
+    return (closed, source) if closed is not None else (updated, "updated_at")
+
+
+def csv_resolutions(db_file: Path) -> dict[tuple[str, str, int], datetime]:
+    """Server closing times: created date + `Time to resolve (s)` of the pull request's latest
+    CSV export row (by its last-updated date), by (project name, repository name, id)."""
+    latest: dict[tuple[str, str, int], tuple[datetime, int | None]] = {}
+    for project, repository, number, updated, seconds in query(
+            db_file, "SELECT project, repository, pull_request_id, last_updated_date, "
+            "time_to_resolve_s FROM server_pull_request_exports"):
+        key = (project, repository, number)
+        if key not in latest or updated > latest[key][0]:
+            latest[key] = (updated, seconds)
+    created = {(project, repository, number): at for project, repository, number, at in query(
+        db_file, "SELECT project_name, repository_name, id, created_at "
+                 "FROM server_pull_requests")}
+    return {key: created[key] + timedelta(seconds=seconds)
+            for key, (_, seconds) in latest.items() if seconds is not None and key in created}
+
+
 def expected_pull_requests(db_file: Path, edition: str) -> list[Row]:
     if edition == "cloud":
         return [("cloud", None, slug, number, title, state, created, updated, closed, name, uuid,
-                 branch, comments, tasks, None)
+                 branch, comments, tasks, None, *resolution(state, closed, updated, "closed_at"))
                 for slug, number, title, state, created, updated, closed, name, uuid, branch,
                 comments, tasks in query(
                     db_file, "SELECT repository_slug, id, title, state, created_at, updated_at, "
                     "closed_at, author_display_name, author_uuid, destination_branch, "
                     "comment_count, task_count FROM cloud_pull_requests")]
     reviewers = reviewer_counts(db_file)
+    closing = csv_resolutions(db_file)
     return [("server", key, slug, number, title, state, created, updated, None, name, user,
-             branch, None, None, reviewers[(key, slug, number)])
-            for key, slug, number, title, state, created, updated, name, user, branch in query(
+             branch, None, None, reviewers[(key, slug, number)],
+             *resolution(state, closing.get((project, repository, number)), updated,
+                         "csv_time_to_resolve"))
+            for key, slug, number, title, state, created, updated, name, user, branch, project,
+            repository in query(
                 db_file, "SELECT project_key, repository_slug, id, title, state, created_at, "
-                "updated_at, author_display_name, author_user_name, to_branch "
-                "FROM server_pull_requests")]
+                "updated_at, author_display_name, author_user_name, to_branch, project_name, "
+                "repository_name FROM server_pull_requests")]
 
 
 def expected_pull_request_statistics(db_file: Path, edition: str) -> list[Row]:
@@ -307,24 +339,22 @@ def test_daily_author_activity_is_the_group_by(view_dbs: ViewDbs, edition: str, 
     assert view_rows(db_file, "daily_author_activity", edition, zone) == expected
 
 
-def resolved(view_dbs: ViewDbs, zone: str = "UTC") -> list[Row]:
-    """Closed pull requests of the `pull_requests` view with their resolution as the README
-    says: cloud closed_at, server updated_at (the edition has no closed date)."""
-    return [(edition, key, slug, number, state, created,
-             closed if edition == "cloud" else updated)
-            for edition, key, slug, number, state, created, updated, closed in query(
-                view_dbs.both, "SELECT edition, project_key, repository_slug, pull_request_id, "
-                "state, created_at, updated_at, closed_at FROM pull_requests "
-                "WHERE state <> 'OPEN'", zone=zone)]
+def resolved(view_dbs: ViewDbs) -> list[Row]:
+    """Closed pull requests of both editions with their resolution (time, source), built from
+    the base tables as the README says (cloud closed_at, server the CSV's time to resolve)."""
+    return [(*row[:4], row[5], row[6], *row[15:17]) for edition in EDITIONS
+            for row in expected_pull_requests(view_dbs.both, edition) if row[5] != "OPEN"]
 
 
 def test_pull_request_cycle_times(view_dbs: ViewDbs) -> None:
     """Closed pull requests only; resolved_at per edition; hours to the minute."""
     expected = resolved(view_dbs)
     found = query(view_dbs.both, "SELECT * FROM pull_request_cycle_times")
-    assert Counter(row[:7] for row in found) == Counter(expected)
+    assert Counter((*row[:7], row[8]) for row in found) == Counter(expected)
     assert {row[0] for row in found} == set(EDITIONS)
-    for *_, created, done, hours in found:
+    sources = {(row[0], row[8]) for row in found}
+    assert sources == {("cloud", "closed_at"), ("server", "csv_time_to_resolve")}
+    for *_, created, done, hours, _ in found:
         minutes = (done - created).total_seconds() / 60
         whole = round(hours * 60)
         assert abs(hours * 60 - whole) < 1e-6 and abs(whole - minutes) < 1, (hours, minutes)
@@ -343,13 +373,16 @@ def week_of(value: date | datetime) -> date:
 def test_pull_request_outcomes_weekly(view_dbs: ViewDbs, zone: str) -> None:
     """Counts by state per UTC week (Monday) of resolution, the same in any session zone."""
     counts: Counter[Row] = Counter()
-    for edition, key, slug, _, state, _, done in resolved(view_dbs):
+    for edition, key, slug, _, state, _, done, source in resolved(view_dbs):
         day = done.astimezone(UTC).date()
-        counts[(edition, key, slug, day - timedelta(days=day.weekday()), state)] += 1
-    expected = Counter({(*group[:4], *(counts[(*group[:4], s)] for s in STATES)): 1
+        week = (edition, key, slug, day - timedelta(days=day.weekday()))
+        counts[(*week, state)] += 1
+        counts[(*week, "from updated_at")] += source == "updated_at"
+    expected = Counter({(*group[:4], *(counts[(*group[:4], s)]
+                                       for s in (*STATES, "from updated_at"))): 1
                         for group in counts})
-    found = Counter((edition, key, slug, week_of(week), merged, declined, superseded)
-                    for edition, key, slug, week, merged, declined, superseded in query(
+    found = Counter((edition, key, slug, week_of(week), merged, declined, superseded, updated)
+                    for edition, key, slug, week, merged, declined, superseded, updated in query(
                         view_dbs.both, "SELECT * FROM pull_request_outcomes_weekly", zone=zone))
     assert found == expected
 
