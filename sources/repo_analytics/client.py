@@ -6,12 +6,13 @@ Every request of the extractor goes through `ApiClient.get`; nothing else import
 from __future__ import annotations
 
 import random
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -25,6 +26,8 @@ from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES, ClientSettings
 from .tables import ErrorRule
 
 JSON_TYPES = ("application/json", "text/json")
+CHUNK_BYTES = 64 * 1024
+SPOOL_BYTES = 16 * 1024 * 1024  # a streamed body past this goes to a temporary file
 
 
 class RetryableError(Exception):
@@ -161,17 +164,15 @@ class ApiClient:
 
     def get_lines(self, path: str, params: Mapping[str, Any] | None, label: str,
                   accept: str = "text/csv") -> Iterator[bytes]:
-        """A streamed text body, line by line (CSV exports); the whole body is never held."""
-        response = self._retrying(
-            lambda: self._open_stream(path, params, label, accept), label)
-        try:
-            yield from split_lines(response.iter_content(chunk_size=64 * 1024))
-        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as error:
-            raise FatalApiError("stream_broken", f"the CSV stream from "
-                                f"{sanitise(response.url)} broke off: {error}; rerun to "
-                                "fetch it again") from None
-        finally:
-            response.close()
+        """A text body line by line (CSV exports), never held whole in memory.
+
+        The body is read to its end into a spooled file (memory up to `SPOOL_BYTES`, disk
+        beyond) before the first line is given out: a stream cut short is retried like a cut
+        JSON body, the export asked for again whole, and no line of a partial body is read.
+        """
+        body = self._retrying(lambda: self._download(path, params, label, accept), label)
+        with body:
+            yield from split_lines(iter(lambda: body.read(CHUNK_BYTES), b""))
 
     def _retrying(self, call: Any, label: str) -> Any:
         retrying = Retrying(
@@ -278,9 +279,25 @@ class ApiClient:
         except orjson.JSONDecodeError:
             raise RetryableError(f"undecodable JSON body from {sanitise(response.url)}") from None
 
-    def _open_stream(self, path: str, params: Mapping[str, Any] | None, label: str,
-                     accept: str) -> requests.Response:
-        return self._send(path, params, label, accept, stream=True)
+    def _download(self, path: str, params: Mapping[str, Any] | None, label: str,
+                  accept: str) -> IO[bytes]:
+        response = self._send(path, params, label, accept, stream=True)
+        spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        try:
+            with response:
+                for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
+                    spool.write(chunk)
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+            # a read timeout mid-body is a ConnectionError too
+            read = spool.tell()
+            spool.close()
+            raise RetryableError(f"the stream from {sanitise(response.url)} broke off after "
+                                 f"{read} bytes") from None
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
 
     # classification ----------------------------------------------------------------------------
     def _raise_for(self, response: requests.Response, body: bytes) -> None:
