@@ -92,7 +92,7 @@ def check(source_args: dict[str, Any]) -> list[str]:
     plan = build_plan(spec, source_args)
     lines = [f"config: ok ({spec.name}, {plan.api_base}, levels {', '.join(plan.levels)})"]
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, plan.client, RunReport())
+                       spec.error_message, spec.error_envelope, plan.client, RunReport())
     endpoint = next(e for e in spec.endpoints
                     if e.level == spec.top_level and e.resource == "commits")
     path = endpoint.path.replace("{workspace}", plan.workspace or "")

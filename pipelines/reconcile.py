@@ -170,7 +170,7 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
     plan = build_plan(spec, source_args)
     checks = CHECKS[spec.name]
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, plan.client, RunReport())
+                       spec.error_message, spec.error_envelope, plan.client, RunReport())
     ctx = ReadContext(plan, client, client.report)
     result = Reconciliation(0, [])
     con.execute(f"SET schema '{dataset}'")

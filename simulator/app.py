@@ -185,6 +185,10 @@ class HostApp:
             return limited
         if kind in ("500", "503"):
             return self.edition.error(ApiError("server_error", "Internal server error", int(kind)))
+        if kind == "error200":  # a host (or proxy) that wraps an error in a 200 answer
+            wrapped = self.edition.error(ApiError("server_error", "Internal server error", 200))
+            wrapped.status = 200
+            return wrapped
         if kind in ("502", "504"):
             return html_response(int(kind), GATEWAY_PAGE.format(status=kind))
         if kind == "reset":

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from email.utils import formatdate
 from typing import Any
 
-FAULT_KINDS = ("429", "429date", "500", "502", "503", "504", "reset", "slow", "truncate",
-               "html", "insert")
+FAULT_KINDS = ("429", "429date", "500", "502", "503", "504", "error200", "reset", "slow",
+               "truncate", "html", "insert")
 RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "count")
 
 

@@ -147,7 +147,7 @@ def repo_analytics(
     run_report.read_range = (plan.start if plan.backfill
                              else max(plan.start, plan.until - plan.lookback), plan.until)
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, plan.client, run_report,
+                       spec.error_message, spec.error_envelope, plan.client, run_report,
                        host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scope in planned_reads(ctx):

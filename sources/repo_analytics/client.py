@@ -6,12 +6,13 @@ Every request of the extractor goes through `ApiClient.get`; nothing else import
 from __future__ import annotations
 
 import random
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -23,9 +24,11 @@ from urllib3.exceptions import NewConnectionError
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES, ClientSettings
-from .tables import ErrorRule
+from .tables import ErrorEnvelope, ErrorRule
 
 JSON_TYPES = ("application/json", "text/json")
+CHUNK_BYTES = 64 * 1024
+SPOOL_BYTES = 16 * 1024 * 1024  # a streamed body past this goes to a temporary file
 
 
 class RetryableError(Exception):
@@ -36,6 +39,11 @@ class RetryableError(Exception):
                  unreachable: str | None = None) -> None:
         super().__init__(reason)
         self.reason, self.retry_after, self.unreachable = reason, retry_after, unreachable
+
+
+def reason_of(error: BaseException | None) -> str:
+    """What failed, for logs and messages."""
+    return error.reason if isinstance(error, RetryableError) else str(error)
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -76,6 +84,11 @@ def retry_after_seconds(value: str | None) -> float | None:
         return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
     except (TypeError, ValueError, IndexError):
         return None
+
+
+def content_kind(response: requests.Response) -> str:
+    """The answer's media type without parameters, lower case (`text/csv`)."""
+    return response.headers.get("Content-Type", "").split(";")[0].strip().lower()
 
 
 def split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -126,6 +139,8 @@ class ApiClient:
         headers: auth and other headers (kept out of every log and message).
         error_rules: the edition's classification of non-2xx answers.
         error_message: reads the message out of the edition's error body.
+        error_envelope: recognises the edition's error body, which is an error whatever the
+            status (a 200 too) and never data.
         settings: timeouts and retry limits.
         report: where requests, retries and waits are counted.
         gate: the host's gate, shared with the other clients of the host (backfill windows).
@@ -133,12 +148,13 @@ class ApiClient:
 
     def __init__(self, api_base: str, headers: Mapping[str, str],
                  error_rules: tuple[ErrorRule, ...], error_message: Any,
-                 settings: ClientSettings, report: RunReport,
+                 error_envelope: ErrorEnvelope, settings: ClientSettings, report: RunReport,
                  gate: HostGate | None = None) -> None:
         self.api_base = api_base.rstrip("/")
         self._headers = dict(headers)
         self._rules = error_rules
         self._error_message = error_message
+        self._envelope = error_envelope
         self.settings = settings
         self.report = report
         self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
@@ -164,17 +180,15 @@ class ApiClient:
 
     def get_lines(self, path: str, params: Mapping[str, Any] | None, label: str,
                   accept: str = "text/csv") -> Iterator[bytes]:
-        """A streamed text body, line by line (CSV exports); the whole body is never held."""
-        response = self._retrying(
-            lambda: self._open_stream(path, params, label, accept), label)
-        try:
-            yield from split_lines(response.iter_content(chunk_size=64 * 1024))
-        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as error:
-            raise FatalApiError("stream_broken", f"the CSV stream from "
-                                f"{sanitise(response.url)} broke off: {error}; rerun to "
-                                "fetch it again") from None
-        finally:
-            response.close()
+        """A text body line by line (CSV exports), never held whole in memory.
+
+        The body is read to its end into a spooled file (memory up to `SPOOL_BYTES`, disk
+        beyond) before the first line is given out: a stream cut short is retried like a cut
+        JSON body, the export asked for again whole, and no line of a partial body is read.
+        """
+        body = self._retrying(lambda: self._download(path, params, label, accept), label)
+        with body:
+            yield from split_lines(iter(lambda: body.read(CHUNK_BYTES), b""))
 
     def _retrying(self, call: Any, label: str) -> Any:
         retrying = Retrying(
@@ -211,23 +225,24 @@ class ApiClient:
         backoff = min(self.settings.max_wait_seconds,
                       self.settings.backoff_base * 2 ** (state.attempt_number - 1))
         seconds = hint if hint is not None else random.uniform(0, backoff)  # full jitter
+        failure = f" (last failure: {reason_of(error)})"
         if seconds > self.settings.max_wait_seconds:
             raise RetryBudgetExhausted(
                 f"the host asked to wait {seconds:.0f} s, more than retry.max_wait_seconds="
-                f"{self.settings.max_wait_seconds:g}; nothing of this run was loaded: rerun "
-                "later")
+                f"{self.settings.max_wait_seconds:g}{failure}; nothing of this run was loaded: "
+                "rerun later")
         with self._wait_lock:
             if self._waited + seconds > self.settings.total_wait_seconds:
                 raise RetryBudgetExhausted(
                     f"waiting {seconds:.1f} s more would pass retry.total_wait_seconds="
-                    f"{self.settings.total_wait_seconds:g} for this run; nothing of this run "
-                    "was loaded and the saved state is unchanged: rerun later")
+                    f"{self.settings.total_wait_seconds:g} for this run{failure}; nothing of "
+                    "this run was loaded and the saved state is unchanged: rerun later")
             self._waited += seconds
         return seconds
 
     def _before_sleep(self, state: RetryCallState, label: str) -> None:
         error = state.outcome.exception() if state.outcome else None
-        reason = error.reason if isinstance(error, RetryableError) else str(error)
+        reason = reason_of(error)
         seconds = state.upcoming_sleep
         self.report.count_retry(label, seconds)
         if isinstance(error, RetryableError) and error.retry_after is not None:
@@ -278,25 +293,66 @@ class ApiClient:
 
     def _get_json_once(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
         response = self._send(path, params, label, "application/json", stream=False)
+        kind = content_kind(response)
+        if kind not in JSON_TYPES:
+            raise self._not_expected(response, kind, "JSON")
+        return Answer(self._json_body(response), sanitise(response.url))
+
+    def _json_body(self, response: requests.Response) -> Any:
+        """The decoded body; the edition's error body, whatever the status, raised as an error."""
+        url = sanitise(response.url)
         try:
             content = response.content
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
-            raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
-        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if kind not in JSON_TYPES:
-            raise FatalApiError(
-                "not_json", f"the host answered {sanitise(response.url)} with 200 and "
-                f"`{kind or 'no content type'}` instead of JSON — most likely a single sign-on "
-                "or proxy login page: check base_url and that the API is reachable without "
-                "an interactive login", response.status_code, sanitise(response.url))
+            raise RetryableError(f"truncated body from {url}") from None
         try:
-            return Answer(orjson.loads(content), sanitise(response.url))
+            body = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise RetryableError(f"undecodable JSON body from {sanitise(response.url)}") from None
+            raise RetryableError(f"undecodable JSON body from {url}") from None
+        if self._envelope.matches(body):
+            self._raise_for_error_body(response.status_code, url, body)
+        return body
 
-    def _open_stream(self, path: str, params: Mapping[str, Any] | None, label: str,
-                     accept: str) -> requests.Response:
-        return self._send(path, params, label, accept, stream=True)
+    @staticmethod
+    def _not_expected(response: requests.Response, kind: str, wanted: str) -> FatalApiError:
+        advice = ("check base_url and api_prefix; if they are right, report it with this line"
+                  if kind in JSON_TYPES else "most likely a single sign-on or proxy login page: "
+                  "check base_url and that the API is reachable without an interactive login")
+        return FatalApiError(
+            "not_json" if wanted == "JSON" else "not_csv",
+            f"the host answered {sanitise(response.url)} with {response.status_code} and "
+            f"`{kind or 'no content type'}` instead of {wanted} — {advice}",
+            response.status_code, sanitise(response.url))
+
+    def _download(self, path: str, params: Mapping[str, Any] | None, label: str,
+                  accept: str) -> IO[bytes]:
+        response = self._send(path, params, label, accept, stream=True)
+        kind = content_kind(response)
+        if kind in JSON_TYPES or kind == "text/html":
+            self._refuse_stream(response, kind)
+        spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        try:
+            with response:
+                for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
+                    spool.write(chunk)
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+            # a read timeout mid-body is a ConnectionError too
+            read = spool.tell()
+            spool.close()
+            raise RetryableError(f"the stream from {sanitise(response.url)} broke off after "
+                                 f"{read} bytes") from None
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
+
+    def _refuse_stream(self, response: requests.Response, kind: str) -> None:
+        """A JSON or HTML answer where a text export was asked for: an error, never rows."""
+        with response:
+            if kind in JSON_TYPES:
+                self._json_body(response)
+        raise self._not_expected(response, kind, "CSV")
 
     # classification ----------------------------------------------------------------------------
     def _raise_for(self, response: requests.Response, body: bytes) -> None:
@@ -305,20 +361,39 @@ class ApiClient:
         if status in RETRYABLE_STATUSES:
             raise RetryableError(f"HTTP {status} from {url}",
                                  retry_after_seconds(response.headers.get("Retry-After")))
-        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        is_json = content_kind(response) in JSON_TYPES
         message = ""
-        if kind in JSON_TYPES:
+        if is_json:
             try:
-                message = str(self._error_message(orjson.loads(body)) or "")
-            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+                message = self._message_of(orjson.loads(body))
+            except orjson.JSONDecodeError:
                 message = ""
+        self._raise_by_rules(status, url, message, is_json)
+        raise FatalApiError("unexpected", f"HTTP {status} from {url}: "
+                            f"{message or 'no error message'}; the host refused a request this "
+                            "extractor did not expect to fail", status, url)
+
+    def _raise_for_error_body(self, status: int, url: str, body: Any) -> None:
+        """The edition's error body in a 2xx answer: an error whatever the status, never data.
+        One the rules know (a licence or indexing message) is read as they say; any other is
+        retried like a 5xx, and past the retry budget the run stops."""
+        message = self._message_of(body)
+        self._raise_by_rules(status, url, message, True)
+        raise RetryableError(f"HTTP {status} from {url} with the API's error body instead of "
+                             f"data: {message or 'no message'}")
+
+    def _message_of(self, body: Any) -> str:
+        """The message of an error body, on one line; empty when it has none."""
+        try:
+            return " ".join(str(self._error_message(body) or "").split())
+        except (AttributeError, KeyError, IndexError, TypeError):
+            return ""
+
+    def _raise_by_rules(self, status: int, url: str, message: str, is_json: bool) -> None:
         for rule in self._rules:
-            if rule.matches(status, message, kind in JSON_TYPES):
+            if rule.matches(status, message, is_json):
                 text = rule.advice.format(status=status, url=url, message=message)
                 if rule.outcome in ("skip", "retry_then_skip"):
                     raise SkippableApiError(rule.kind, text, status, url,
                                             retryable=rule.outcome == "retry_then_skip")
                 raise FatalApiError(rule.kind, text, status, url)
-        raise FatalApiError("unexpected", f"HTTP {status} from {url}: "
-                            f"{message or 'no error message'}; the host refused a request this "
-                            "extractor did not expect to fail", status, url)

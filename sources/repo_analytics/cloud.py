@@ -15,6 +15,7 @@ from .tables import (
     Column,
     EditionSpec,
     Endpoint,
+    ErrorEnvelope,
     ErrorRule,
     column,
     count_of,
@@ -194,6 +195,9 @@ ERROR_RULES: Final = (
               "setting: please report it with this line", statuses=(400,)),
 )
 
+# The error body, also when it comes with 200 (a host or proxy wrapping errors): never data.
+ERROR_ENVELOPE: Final = ErrorEnvelope("type", "error")
+
 
 def error_message(body: Any) -> str:
     error = body.get("error") or {}
@@ -216,6 +220,7 @@ CLOUD: Final = EditionSpec(
     paginator=NextLinkPaginator,
     error_message=error_message,
     error_rules=ERROR_RULES,
+    error_envelope=ERROR_ENVELOPE,
     endpoints=ENDPOINTS,
     auth_headers=auth_headers,
     top_level="workspace",

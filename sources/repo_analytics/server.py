@@ -17,6 +17,7 @@ from .tables import (
     Column,
     EditionSpec,
     Endpoint,
+    ErrorEnvelope,
     ErrorRule,
     column,
     count_of,
@@ -227,6 +228,9 @@ ERROR_RULES: Final = (
               "setting: please report it with this line", statuses=(400,)),
 )
 
+# The error body shared by all errors, also when it comes with 200: never data.
+ERROR_ENVELOPE: Final = ErrorEnvelope("errors")
+
 
 def error_message(body: Any) -> str:
     errors = body.get("errors") or [{}]
@@ -250,6 +254,7 @@ SERVER: Final = EditionSpec(
     paginator=StartLimitPaginator,
     error_message=error_message,
     error_rules=ERROR_RULES,
+    error_envelope=ERROR_ENVELOPE,
     endpoints=ENDPOINTS,
     auth_headers=auth_headers,
     top_level="global",

@@ -96,6 +96,24 @@ class ErrorRule:
 
 
 @dataclass(frozen=True)
+class ErrorEnvelope:
+    """How an edition's error body is recognised whatever the status, a 200 too: a JSON object
+    whose `key` equals `value` (cloud `{"type": "error", ...}`), or, without a value, holds a
+    non-empty list (self-hosted `{"errors": [...]}`)."""
+
+    key: str
+    value: str | None = None
+
+    def matches(self, body: Any) -> bool:
+        if not isinstance(body, dict) or self.key not in body:
+            return False
+        found = body[self.key]
+        if self.value is not None:
+            return found == self.value
+        return isinstance(found, list) and bool(found)
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """One endpoint of an edition at one level, as data."""
 
@@ -144,6 +162,7 @@ class EditionSpec:
     paginator: Callable[[int, str], Paginator]  # (page size, API base URL)
     error_message: Callable[[Any], str]
     error_rules: tuple[ErrorRule, ...]
+    error_envelope: ErrorEnvelope  # an answer with this body is an error, never data
     endpoints: tuple[Endpoint, ...]
     auth_headers: Callable[[Mapping[str, Any]], dict[str, str]]
     top_level: str  # the level with one scope: cloud `workspace`, self-hosted `global`

@@ -326,6 +326,61 @@ def test_retry_budget_stops_the_run_and_writes_nothing(make_sim: MakeSim, loader
         sim, "commits", START, clock(sim))
 
 
+# a CSV export cut mid-stream (self-hosted) ----------------------------------------------------
+EXPORTS = {"levels": ["global"], "resources": ["commit_exports"]}
+
+
+def exported_hashes(sim: Simulator, start: datetime) -> list[str]:
+    """Commit hashes a global commit export from `start` to the clock must hold, one each."""
+    until = clock(sim)
+    return sorted(c["id"] for c in sim.truth("commits")
+                  if start <= parse(c["authorTimestamp"]) < until)
+
+
+def export_requests(sim: Simulator, serial: int = 0) -> list[dict[str, Any]]:
+    return [e for e in log_since(sim, serial) if e["endpoint"] == "commits.csv.global"]
+
+
+def test_truncated_csv_export_is_requested_again_whole(make_sim: MakeSim,
+                                                       loader: MakeLoader) -> None:
+    """A CSV body cut mid-stream is retried like a cut JSON body: the export is asked for
+    again, the table holds each exported commit once, the report counts the retry."""
+    sim = make_sim(edition="server", faults={"seed": 1, "rules": [
+        {"kind": "truncate", "rate": 1, "count": 1, "match": "commits.csv"}]})
+    result = loader(sim).load(**EXPORTS)
+
+    exports = export_requests(sim)
+    assert [e["fault"] for e in exports] == ["truncate", None]
+    assert exports[0]["status"] == exports[1]["status"] == 200
+    assert exports[0]["params"] == exports[1]["params"]
+    assert result.report.totals().retries == 1
+    assert result.report.as_dict()["resources"]["commit_exports.global:global"]["retries"] == 1
+    landed = [h for (h,) in loader(sim).rows("SELECT commit_hash FROM server_commit_exports")]
+    assert sorted(landed) == exported_hashes(sim, START)
+
+
+def test_csv_export_cut_every_time_stops_past_the_budget_and_writes_nothing(
+        make_sim: MakeSim, loader: MakeLoader) -> None:
+    """Cut on every attempt: the run stops as any exhausted retry budget does, having asked
+    `max_attempts` times, and nothing of the window is written."""
+    sim = make_sim(edition="server")
+    run = loader(sim)
+    run.load(**EXPORTS)
+    before, state = everything(run.db_file), run.pipeline().state["sources"]
+    sim.advance(days=1)
+    sim.set_faults("truncate=1,match=commits.csv")
+    serial = last_serial(sim)
+
+    with pytest.raises(Exception) as caught:
+        run.load(**EXPORTS, retry={**FAST_RETRY, "max_attempts": 3})
+    cause = cause_of(caught.value)
+    assert isinstance(cause, RetryBudgetExhausted), cause
+    assert "still failing after 3 attempts" in str(cause) and "rerun" in str(cause)
+    assert [e["fault"] for e in export_requests(sim, serial)] == ["truncate"] * 3
+    assert everything(run.db_file) == before
+    assert run.pipeline().state["sources"] == state
+
+
 # a next link to another host ---------------------------------------------------------------------
 def test_next_link_to_another_host_is_never_followed(make_sim: MakeSim, loader: MakeLoader,
                                                      trap: Trap) -> None:

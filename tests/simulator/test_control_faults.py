@@ -203,6 +203,22 @@ def test_error_status_faults(make_sim: MakeSim, edition: str, kind: str,
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
+def test_error200_answers_the_error_body_with_200(make_sim: MakeSim, edition: str) -> None:
+    """`error200` answers 200 with the edition's JSON error body, not data; `count` holds."""
+    sim = make_sim(edition=edition, faults="error200=1,count=1")
+    response = get(sim, prs_url(sim))
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert error_message(edition, response.json()) == "Internal server error"
+    assert "values" not in response.json()
+    if edition == "cloud":
+        assert response.json()["type"] == "error"
+    logged = sim.requests()["log"][-1]
+    assert (logged["status"], logged["fault"]) == (200, "error200")
+    assert "values" in get(sim, prs_url(sim)).json()
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
 def test_reset_breaks_the_connection(make_sim: MakeSim, edition: str) -> None:
     """`reset` gives no response at all; the log records status 0 and the fault."""
     sim = make_sim(edition=edition, faults="reset=1")
@@ -469,8 +485,8 @@ def test_good_spec_is_read_in_full() -> None:
     assert [(r.kind, r.rate, r.retry_after, r.match, r.count) for r in rules] == [
         ("429", 0.1, 2.0, "commits", None), ("503", 0.05, 2.0, "commits", None),
         ("reset", 0.02, 2.0, "commits", None)]
-    assert set(FAULT_KINDS) == {"429", "429date", "500", "502", "503", "504", "reset", "slow",
-                                "truncate", "html", "insert"}
+    assert set(FAULT_KINDS) == {"429", "429date", "500", "502", "503", "504", "error200",
+                                "reset", "slow", "truncate", "html", "insert"}
 
 
 def test_faults_over_http(make_sim: MakeSim) -> None:
