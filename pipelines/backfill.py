@@ -39,6 +39,7 @@ from sources.repo_analytics import WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.errors import ConfigError
+from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 SIGNATURE_KEYS = ("edition", "base_url", "workspace", "levels", "resources", "projects",
@@ -149,6 +150,7 @@ class WindowRunner:
     clock: datetime
     gate: HostGate
     progress: Progress
+    discovery: RangeDiscovery  # users of the whole range, known to every window
     load_lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     _slots: Any = field(default_factory=lambda: itertools.count(1))
@@ -173,7 +175,8 @@ class WindowRunner:
             loaded = run_load(self.own_pipeline(), start_date=start.isoformat(),
                               end_date=end.isoformat(), now=self.clock,
                               backfill_window={"key": key, "signature": self.wanted},
-                              host_gate=self.gate, load_lock=self.load_lock, views=False,
+                              host_gate=self.gate, range_discovery=self.discovery,
+                              load_lock=self.load_lock, views=False,
                               report=report, **self.source_args)
         except BaseException:
             self.stopping.set()  # before this thread takes the next window off the queue
@@ -211,7 +214,8 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
         else:
             todo.append((index, start, end))
     concurrency = int(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
-    runner = WindowRunner(pipeline, source_args, wanted, clock, HostGate(concurrency), shown)
+    runner = WindowRunner(pipeline, source_args, wanted, clock, HostGate(concurrency), shown,
+                          RangeDiscovery(planned[0][0], planned[-1][1]))
     failure: BaseException | None = None
     with extract_workers(str(concurrency)), ThreadPoolExecutor(
             max_workers=min(parallel, max(len(todo), 1)),

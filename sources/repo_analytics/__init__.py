@@ -38,6 +38,7 @@ from .readers import (
 from .report import RunReport
 from .scopes import (
     Discovered,
+    RangeDiscovery,
     directory_users,
     discover,
     endpoint_for,
@@ -87,6 +88,7 @@ def repo_analytics(
     backfill_window: Optional[dict[str, Any]] = None,
     merge_strategy: Optional[str] = None,
     host_gate: Optional[HostGate] = None,
+    range_discovery: Optional[RangeDiscovery] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
@@ -124,6 +126,9 @@ def repo_analytics(
             delete-insert (Delta tables on a filesystem).
         host_gate: set by the backfill: one gate shared by the windows running at once, so
             429 waits and the `concurrency` bound on open requests hold across all of them.
+        range_discovery: set by the backfill: users discovered once over its whole range,
+            read by every window (a window's own lists miss users active in it only under
+            alias e-mails).
 
     Yields:
         One resource per selected endpoint and scope.
@@ -150,7 +155,7 @@ def repo_analytics(
                        spec.error_message, spec.error_envelope, plan.client, run_report,
                        host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
-    for endpoint, scope in planned_reads(ctx):
+    for endpoint, scope in planned_reads(ctx, range_discovery):
         resource = endpoint_resource(ctx, endpoint, scope)
         yield resource
         if endpoint.details is not None and plan.with_files:
@@ -223,7 +228,8 @@ def statistics_refresh_resource(ctx: ReadContext, listing: Endpoint, statistics:
                            section="repo_analytics").parallelize()
 
 
-def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
+def planned_reads(ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = None
+                  ) -> Iterator[tuple[Endpoint, Scope]]:
     """(endpoint, scope) pairs of this run, scopes discovered once and shared."""
     plan = ctx.plan
     wanted = [e for e in plan.edition.endpoints
@@ -231,7 +237,7 @@ def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
     levels = {e.level for e in wanted}
     scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
     if levels & {"project", "repository", "user"}:
-        repositories, users = scopes_to_read(ctx, "user" in levels)
+        repositories, users = scopes_to_read(ctx, "user" in levels, range_discovery)
         scopes["repository"] = [repository_scope(ctx, names) for names in sorted(repositories)]
         projects = plan.projects if plan.projects is not None else sorted(
             {names[0] for names in repositories if len(names) > 1})
@@ -242,9 +248,12 @@ def planned_reads(ctx: ReadContext) -> Iterator[tuple[Endpoint, Scope]]:
             yield endpoint, scope
 
 
-def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, ...]], list[str]]:
+def scopes_to_read(ctx: ReadContext, need_users: bool,
+                   range_discovery: Optional[RangeDiscovery] = None
+                   ) -> tuple[set[tuple[str, ...]], list[str]]:
     """Repositories and users: configured, or read before plus active since the newest cursor
-    (a backfill window: active in the window).
+    (a backfill window: repositories active in the window, users active in the backfill's
+    whole range, `range_discovery`).
 
     The source function's own state writes are discarded by dlt, so the scopes read before
     are those with a stored resource state. Discovery re-reads only the look-back behind the
@@ -254,11 +263,13 @@ def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, .
     plan = ctx.plan
     configured_repos = plan.repositories is not None
     directory = directory_users(ctx) if need_users and plan.users is None else None
+    discover_users = need_users and plan.users is None and directory is None
     discovered = Discovered()
-    # A backfill window reads the scopes active in it (or configured): what a window reads
-    # must not depend on which earlier windows its pipeline happened to load.
+    # A backfill window reads the scopes active in it (or configured), and the users of the
+    # whole backfill: what a window reads must not depend on which earlier windows its
+    # pipeline happened to load.
     resource_states = {} if plan.backfill else dlt.current.source_state().get("resources", {})
-    if not configured_repos or (need_users and plan.users is None and directory is None):
+    if not configured_repos or (discover_users and range_discovery is None):
         newest = latest_cursor(resource_states)
         slack = plan.cursor_slack(True)
         since = plan.start - slack
@@ -275,7 +286,9 @@ def scopes_to_read(ctx: ReadContext, need_users: bool) -> tuple[set[tuple[str, .
         users = directory
     else:
         known = {key[0] for key in known_scopes(resource_states, "user")}
-        users = sorted(known | discovered.users)
+        ranged = (range_discovery.discovered(ctx).users if discover_users and range_discovery
+                  else set())
+        users = sorted(known | discovered.users | ranged)
     return repositories, users
 
 

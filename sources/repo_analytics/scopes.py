@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,8 +50,9 @@ class Discovered:
     users: set[str] = field(default_factory=set)
 
 
-def discover(ctx: ReadContext, since: datetime) -> Discovered:
-    """Repositories and users with activity since `since`, from the top-level lists."""
+def discover(ctx: ReadContext, since: datetime, until: datetime | None = None) -> Discovered:
+    """Repositories and users with activity in [since, until) (until: the run's end), from
+    the top-level lists."""
     plan, spec = ctx.plan, ctx.plan.edition
     found = Discovered()
     top = top_scope(ctx)
@@ -61,7 +63,7 @@ def discover(ctx: ReadContext, since: datetime) -> Discovered:
         if endpoint is None or endpoint.page_size is None:
             continue
         params = {**endpoint.params, spec.since_param: wire(since),
-                  spec.until_param: wire(plan.until)}
+                  spec.until_param: wire(until or plan.until)}
         paginator = spec.paginator(endpoint.page_size, plan.api_base)
         wanted = set(spec.repository_key) | set(spec.user_columns)
         key_columns = [c for c in endpoint.columns if c.name in wanted]
@@ -74,6 +76,31 @@ def discover(ctx: ReadContext, since: datetime) -> Discovered:
                 if name in table.column_names:
                     found.users.update(u for u in table.column(name).to_pylist() if u)
     return found
+
+
+@dataclass
+class RangeDiscovery:
+    """Discovery over a whole backfill range, read once and shared by all its windows.
+
+    The top-level lists show a self-hosted user only through a commit's `user` object (absent
+    for an alias e-mail) or a pull request's author, while the user-level lists count alias
+    commits too: a user whose only activity in a window is alias commits is invisible in that
+    window's lists. Windows therefore read the users active anywhere in the range. The first
+    window to ask reads the lists; the others wait and reuse the answer, so what a window
+    reads does not depend on which windows ran before it, or at the same time.
+    """
+
+    start: datetime
+    until: datetime
+    _found: Discovered | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def discovered(self, ctx: ReadContext) -> Discovered:
+        with self._lock:
+            if self._found is None:
+                self._found = discover(ctx, self.start - ctx.plan.cursor_slack(True),
+                                       self.until)
+            return self._found
 
 
 def project_scope(ctx: ReadContext, key: str) -> Scope:
