@@ -701,7 +701,6 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
     """`repo-analytics backfill` killed with SIGKILL twice at seeded random moments (each after
     a window finished), then run to completion: finished windows are skipped and requested
     from nobody, the tables equal the truth with unique keys, and the final run exits 0."""
-    started = time.monotonic()
     rng = random.Random(20260601)
     with Simulator(SimConfig(edition="cloud", size="small", now=FIXED_NOW)) as sim:
         env = cli_env(sim)
@@ -715,7 +714,7 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
             # the first kill after the next window's extract (normalising or loading: its
             # state is written locally, its data not yet), the second anywhere in it
             moment = rng.uniform(0.55, 0.95) if not finished else rng.uniform(0.05, 0.95)
-            killed = run_and_kill(args, env, tmp_path, sim, moment, started + 45)
+            killed = run_and_kill(args, env, tmp_path, sim, moment, time.monotonic() + 90)
             assert killed.finished, "each run is killed after a window finished"
             assert killed.skipped >= finished, "a window seen finished was not skipped"
             assert not {dated(e)[1] for e in killed.log if dated(e)} & {
@@ -725,7 +724,7 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
 
         before = sim.requests()["total"]
         done = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
-                              timeout=max(5.0, started + 55 - time.monotonic()), check=False)
+                              timeout=180, check=False)  # a bound, not a timing: CI is shared
         assert done.returncode == 0, done.stdout + done.stderr
         numbered = window_lines(done.stdout)
         assert sorted(numbered) == list(range(1, KILL_WINDOWS + 1))
@@ -739,7 +738,6 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
         db_file = tmp_path / "data.duckdb"
         assert_tables_equal_truth(db_file, sim, "cloud", required=(KILL_SINCE, KILL_UNTIL),
                                   allowed=(KILL_SINCE - SLACK, KILL_UNTIL), prs=False)
-    assert time.monotonic() - started < 60
 
 
 # --------------------------------------------------------------------------------------------
