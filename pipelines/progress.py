@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from sources.repo_analytics.report import ResourceCounts, RunReport
+from sources.repo_analytics.report import ResourceCounts, RunReport, waited_wall
 
 PROGRESS_MODES = ("auto", "on", "off")
 TICK_SECONDS = 0.5
@@ -59,7 +59,7 @@ class WindowLines(Progress):
         eta = elapsed / self.loaded * (total - ended)
         totals = outcome.result.report.totals()
         self.say(f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
-                 f"retries, {totals.wait_seconds:.1f} s waited, {outcome.seconds:.1f} s; "
+                 f"retries, {totals.wait_seconds_wall:.1f} s waited, {outcome.seconds:.1f} s; "
                  f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
         for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
             self.say(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
@@ -123,12 +123,12 @@ class LiveBars(WindowLines):
                 now.rows += totals.rows
                 now.requests += totals.requests
                 now.retries += totals.retries
-                now.wait_seconds += totals.wait_seconds
+            now.wait_seconds_wall = waited_wall(self.reports)  # not added up across threads
             self.collector.update("rows", now.rows - self.shown.rows)
             self.collector.update("requests", now.requests - self.shown.requests)
             self.collector.update("retries", now.retries - self.shown.retries)
             self.collector.update("seconds waited",
-                                  int(now.wait_seconds) - int(self.shown.wait_seconds))
+                                  int(now.wait_seconds_wall) - int(self.shown.wait_seconds_wall))
             self.shown = now
 
 
