@@ -11,6 +11,7 @@ import shutil
 import sys
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 from sources.repo_analytics.report import ResourceCounts, RunReport, waited_wall
@@ -49,7 +50,7 @@ class WindowLines(Progress):
         print(text, flush=True)
 
     def window_ended(self, outcome: Any, ended: int, total: int) -> None:
-        span = f"[{outcome.start.date()} .. {outcome.end.date()})"
+        span = f"[{bound(outcome.start)} .. {bound(outcome.end)})"
         head = f"window {outcome.index}/{total} {span}"
         if outcome.resumed:
             self.say(f"{head}: finished earlier, skipped")
@@ -130,6 +131,13 @@ class LiveBars(WindowLines):
             self.collector.update("seconds waited",
                                   int(now.wait_seconds_wall) - int(self.shown.wait_seconds_wall))
             self.shown = now
+
+
+def bound(moment: datetime) -> str:
+    """A window bound as its date when it is at midnight, else with its time of day."""
+    if moment.time() == datetime.min.time():
+        return moment.date().isoformat()
+    return moment.isoformat(timespec="seconds" if moment.second else "minutes")
 
 
 def make_progress(mode: str, step: str) -> Progress:

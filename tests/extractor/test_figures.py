@@ -1,5 +1,5 @@
-"""The figures a run reports: each window's own duration, and waits as wall-clock time
-beside their sum over threads.
+"""The figures a run reports: each window's own duration, waits as wall-clock time beside
+their sum over threads, and the demo's commit times and window bounds as they are.
 
 Real simulators over HTTP (latency on every answer, 429s with Retry-After), real DuckDB files,
 the real `repo-analytics` command in subprocesses. Durations are only bounded by the run's
@@ -9,9 +9,12 @@ own wall time measured here and by what the simulator saw, never compared with a
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ import pytest
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader
-from tests.extractor.test_backfill import cli_env, log_since, run_cli, window_lines
+from tests.extractor.test_backfill import CLI, cli_env, log_since, run_cli, window_lines
 from tests.extractor.test_parallel_windows import LATENCY, backfill, planned_windows, window_of
 
 WAITED = re.compile(r"retries, (\d+\.\d) s waited, (\d+\.\d) s;")
@@ -99,3 +102,35 @@ def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
     assert totals["wait_seconds_sum"] == pytest.approx(
         sum(w["wait_seconds_sum"] for w in windows), abs=0.01)
     assert totals["wait_seconds_sum"] > totals["wait_seconds_wall"] + 0.5, totals
+
+
+def test_demo_prints_local_commit_times_and_window_times(tmp_path: Path) -> None:
+    """The cloud demo: the commit times it prints are the authors' local times, without a
+    zone offset; each window line's bounds are the window's own (as the run report has
+    them): a date when at midnight, else with the time of day, so no window prints as
+    empty `[d .. d)`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
+    done = subprocess.run([str(CLI), "demo", "--edition", "cloud", "--size", "tiny"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = [line for line in done.stdout.splitlines() if line.startswith("commits from ")]
+    assert len(spans) == 1, done.stdout
+    assert "+00:00" not in spans[0] and "no zone" in spans[0], spans[0]
+    times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[+-]\d\d:?\d\d)?", spans[0])
+    assert len(times) == 2 and all(len(t) == 19 for t in times), spans[0]
+
+    report = json.loads((tmp_path / "demo.report.json").read_text(encoding="utf-8"))
+    bounds = [tuple(datetime.fromisoformat(t) for t in w["window"]) for w in report["backfill"]]
+    lines = window_lines(done.stdout)
+    assert sorted(lines) == list(range(1, len(bounds) + 1))
+    for number, (start, end, _) in lines.items():
+        assert start != end, lines[number]
+        shown = tuple(printed(text) for text in (start, end))
+        assert shown == bounds[number - 1], (lines[number], bounds[number - 1])
+
+
+def printed(text: str) -> datetime:
+    """A printed window bound: a date is its midnight (the demo runs in UTC)."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
