@@ -1,12 +1,14 @@
 """Progress of loads and backfills: live bars on a terminal, plain lines elsewhere.
 
 Live bars are dlt's tqdm progress collector fed from the runs' own counters (windows with
-an ETA, rows, requests, retries, seconds waited), refreshed twice a second. Plain mode (not
-a terminal, e.g. cron or CI logs) prints one line per finished window.
+an ETA, rows, requests, retries with the wall-clock seconds waited), refreshed twice a second;
+while they are shown, dlt's log lines are written above them rather than through them. Plain
+mode (not a terminal, e.g. cron or CI logs) prints one line per finished window.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import threading
@@ -82,8 +84,9 @@ class LiveBars(WindowLines):
 
     def __enter__(self) -> LiveBars:
         self.collector.__enter__()
-        for name in ("rows", "requests", "retries", "seconds waited"):
+        for name in ("rows", "requests", "retries"):
             self.collector.update(name, 0)
+        logs_above_bars(logging.getLogger("dlt"))
         self.ticker.start()
         return self
 
@@ -91,6 +94,7 @@ class LiveBars(WindowLines):
         self.done.set()
         self.ticker.join()
         self.refresh()
+        logs_through_handlers(logging.getLogger("dlt"))
         self.collector.__exit__(None, None, None)  # type: ignore[arg-type]
 
     def planned(self, windows: int) -> None:
@@ -124,13 +128,52 @@ class LiveBars(WindowLines):
                 now.rows += totals.rows
                 now.requests += totals.requests
                 now.retries += totals.retries
-            now.wait_seconds_wall = waited_wall(self.reports)  # not added up across threads
+            now.wait_seconds_wall = waited_wall(self.reports)
             self.collector.update("rows", now.rows - self.shown.rows)
             self.collector.update("requests", now.requests - self.shown.requests)
-            self.collector.update("retries", now.retries - self.shown.retries)
-            self.collector.update("seconds waited",
-                                  int(now.wait_seconds_wall) - int(self.shown.wait_seconds_wall))
+            # seconds waited are a figure, not a rate: shown after the retries that caused them
+            self.collector.update("retries", now.retries - self.shown.retries,
+                                  message=f"waited {now.wait_seconds_wall:.1f} s")
             self.shown = now
+
+
+class LogsAboveBars(logging.Handler):
+    """Writes a log handler's records with `tqdm.write`, which clears the bars, writes the
+    line and draws the bars again below it, instead of writing into the middle of a bar."""
+
+    def __init__(self, inner: logging.Handler) -> None:
+        super().__init__(inner.level)
+        self.inner = inner
+        self.setFormatter(inner.formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=getattr(self.inner, "stream", sys.stderr))
+        except Exception:  # noqa: BLE001 - logging's own contract: report, never raise
+            self.handleError(record)
+
+
+def logs_above_bars(logger: logging.Logger) -> None:
+    """Route the logger's console output above the bars. A logger with no handler yet gets
+    one (dlt adopts it when it sets up its logging, and gives it its format)."""
+    handlers = list(logger.handlers) or [logging.StreamHandler()]
+    for handler in handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler):
+            logger.removeHandler(handler)
+            logger.addHandler(LogsAboveBars(handler))
+
+
+def logs_through_handlers(logger: logging.Logger) -> None:
+    """Undo `logs_above_bars`, keeping any format set meanwhile."""
+    for handler in list(logger.handlers):
+        if isinstance(handler, LogsAboveBars):
+            logger.removeHandler(handler)
+            if handler.formatter is not None:
+                handler.inner.setFormatter(handler.formatter)
+            logger.addHandler(handler.inner)
 
 
 def bound(moment: datetime) -> str:
