@@ -290,7 +290,7 @@ def test_429_holds_every_thread(make_sim: MakeSim, loader: MakeLoader,
     assert len(limited) == 1 and limited[0].startswith("commits.repository:")
     held = [label for label, c in counts.items()
             if label.startswith("commits.repository:") and not c["retries"]
-            and c["wait_seconds_wall"] >= 0.5]
+            and c["wait_seconds_sum"] >= 0.5]
     assert held, counts
 
 
