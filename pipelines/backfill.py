@@ -39,6 +39,7 @@ from sources.repo_analytics import WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.errors import ConfigError
+from sources.repo_analytics.report import waited_wall
 from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
@@ -62,10 +63,19 @@ class WindowOutcome:
 @dataclass
 class BackfillResult:
     windows: list[WindowOutcome] = field(default_factory=list)  # in plan order
+    seconds: float = 0.0  # the whole backfill, start to end
 
     @property
     def partial(self) -> bool:
         return any(w.result is not None and w.result.report.partial for w in self.windows)
+
+    def totals(self) -> dict[str, float]:
+        """The backfill's duration and waits: wall-clock (at least one thread of any window
+        waiting) and summed over every thread."""
+        reports = [w.result.report for w in self.windows if w.result]
+        return {"duration_seconds": round(self.seconds, 3),
+                "wait_seconds_wall": round(waited_wall(reports), 3),
+                "wait_seconds_sum": round(sum(r.totals().wait_seconds_sum for r in reports), 3)}
 
 
 def window_key(start: datetime, end: datetime) -> str:
@@ -195,13 +205,14 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
     if not 1 <= parallel <= MAX_PARALLEL_WINDOWS:
         raise ConfigError("parallel_windows", parallel,
                           f"a number from 1 to {MAX_PARALLEL_WINDOWS}")
+    began = time.monotonic()
     clock = now or datetime.now().astimezone()
     planned = plan_windows(since, until, window_days, clock)
+    shown = progress or Progress()
+    shown.planned(len(planned))  # before finding the finished ones, which can take seconds
     wanted = signature(source_args)
     done = finished_windows(pipeline)
     outcomes: dict[int, WindowOutcome] = {}
-    shown = progress or Progress()
-    shown.planned(len(planned))
 
     def ended(outcome: WindowOutcome) -> None:
         outcomes[outcome.index] = outcome
@@ -242,4 +253,4 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
         raise failure
     if pipeline.destination.destination_name == "duckdb":
         create_views(pipeline)
-    return BackfillResult([outcomes[i] for i in sorted(outcomes)])
+    return BackfillResult([outcomes[i] for i in sorted(outcomes)], time.monotonic() - began)

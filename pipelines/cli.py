@@ -211,12 +211,19 @@ def print_summary(result: Any) -> None:
     totals = report.totals()
     status = "partial" if report.partial else "ok"
     print(f"load {status}: {totals.rows} rows read, {totals.requests} requests, "
-          f"{totals.retries} retries, {totals.wait_seconds:.1f} s waited, "
-          f"{len(report.skips)} skipped scopes")
+          f"{totals.retries} retries, {waited(totals)}, {len(report.skips)} skipped scopes")
     for skip in report.skips:
         print(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
     for note in report.notes:
         print(f"  note: {note}")
+
+
+def waited(totals: Any) -> str:
+    """Wall-clock seconds waited, and the sum over threads when several waited at once."""
+    text = f"{totals.wait_seconds_wall:.1f} s waited"
+    if totals.wait_seconds_sum >= totals.wait_seconds_wall + 0.05:
+        text += f" ({totals.wait_seconds_sum:.1f} s summed over threads)"
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -301,6 +308,7 @@ def backfill_command(args: argparse.Namespace) -> int:
     write_report(args, {"backfill": [
         {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
          "report": w.result.report.as_dict() if w.result else None} for w in result.windows],
+        "backfill_totals": result.totals(),
         "reconciliation": check.as_dict() if check else None})
     return exit_code(result.partial, check)
 

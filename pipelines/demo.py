@@ -95,11 +95,14 @@ def print_summary(db_file: Path, dataset: str, check: Any, late: list[str]) -> N
         landed = con.execute(
             f'SELECT count(DISTINCT commit_id) FROM "{dataset}".commits WHERE commit_id IN '
             f'(SELECT unnest(?::VARCHAR[]))', [late]).fetchone()
-        span = con.execute(f'SELECT min(coalesce(authored_at_utc, authored_at_local::TIMESTAMPTZ)),'
-                           f' max(coalesce(authored_at_utc, authored_at_local::TIMESTAMPTZ)) '
+        # the server's commit time is UTC; the cloud's is the author's local time, no zone
+        span = con.execute(f'SELECT min(authored_at_utc), max(authored_at_utc), '
+                           f'min(authored_at_local), max(authored_at_local) '
                            f'FROM "{dataset}".commits').fetchone()
-    if span:
+    if span and span[0] is not None:
         print(f"commits from {span[0]} to {span[1]}")
+    if span and span[2] is not None:
+        print(f"commits from {span[2]} to {span[3]} (the authors' local times, no zone)")
     for line in check.summary():
         print(line)
     print(f"late-pushed commits caught by the nightly run's look-back: "

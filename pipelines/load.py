@@ -67,22 +67,25 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     report = report if report is not None else RunReport()
     guard = load_lock or nullcontext()
     stamp_load_ids()
-    with guard:
-        settle_pending(pipeline)
-        restore_state(pipeline)
-    workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
-    with extract_workers(workers):
-        if pipeline.destination.destination_name == "filesystem":
-            source_args = {"merge_strategy": "upsert", **source_args}
-        pipeline.activate()  # the source function reads the active pipeline's state
-        source = repo_analytics(report=report, **source_args)
-        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
-    pipeline.normalize()
-    with guard:
-        info = pipeline.load()
-        prune_stale_children(pipeline, str(source_args.get("edition")))
-        if views and pipeline.destination.destination_name == "duckdb":
-            create_views(pipeline)
+    try:
+        with guard:
+            settle_pending(pipeline)
+            restore_state(pipeline)
+        workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
+        with extract_workers(workers):
+            if pipeline.destination.destination_name == "filesystem":
+                source_args = {"merge_strategy": "upsert", **source_args}
+            pipeline.activate()  # the source function reads the active pipeline's state
+            source = repo_analytics(report=report, **source_args)
+            pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+        pipeline.normalize()
+        with guard:
+            info = pipeline.load()
+            prune_stale_children(pipeline, str(source_args.get("edition")))
+            if views and pipeline.destination.destination_name == "duckdb":
+                create_views(pipeline)
+    finally:
+        report.finish()  # the run's duration ends here, not when its report is written
     return LoadResult(info, report, pipeline)
 
 

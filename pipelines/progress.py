@@ -1,19 +1,22 @@
 """Progress of loads and backfills: live bars on a terminal, plain lines elsewhere.
 
 Live bars are dlt's tqdm progress collector fed from the runs' own counters (windows with
-an ETA, rows, requests, retries, seconds waited), refreshed twice a second. Plain mode (not
-a terminal, e.g. cron or CI logs) prints one line per finished window.
+an ETA, rows, requests, retries with the wall-clock seconds waited), refreshed twice a second;
+while they are shown, dlt's log lines are written above them rather than through them. Plain
+mode (not a terminal, e.g. cron or CI logs) prints one line per finished window.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
-from sources.repo_analytics.report import ResourceCounts, RunReport
+from sources.repo_analytics.report import ResourceCounts, RunReport, waited_wall
 
 PROGRESS_MODES = ("auto", "on", "off")
 TICK_SECONDS = 0.5
@@ -49,7 +52,7 @@ class WindowLines(Progress):
         print(text, flush=True)
 
     def window_ended(self, outcome: Any, ended: int, total: int) -> None:
-        span = f"[{outcome.start.date()} .. {outcome.end.date()})"
+        span = f"[{bound(outcome.start)} .. {bound(outcome.end)})"
         head = f"window {outcome.index}/{total} {span}"
         if outcome.resumed:
             self.say(f"{head}: finished earlier, skipped")
@@ -59,7 +62,7 @@ class WindowLines(Progress):
         eta = elapsed / self.loaded * (total - ended)
         totals = outcome.result.report.totals()
         self.say(f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
-                 f"retries, {totals.wait_seconds:.1f} s waited, {outcome.seconds:.1f} s; "
+                 f"retries, {totals.wait_seconds_wall:.1f} s waited, {outcome.seconds:.1f} s; "
                  f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
         for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
             self.say(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
@@ -81,8 +84,9 @@ class LiveBars(WindowLines):
 
     def __enter__(self) -> LiveBars:
         self.collector.__enter__()
-        for name in ("rows", "requests", "retries", "seconds waited"):
+        for name in ("rows", "requests", "retries"):
             self.collector.update(name, 0)
+        logs_above_bars(logging.getLogger("dlt"))
         self.ticker.start()
         return self
 
@@ -90,6 +94,7 @@ class LiveBars(WindowLines):
         self.done.set()
         self.ticker.join()
         self.refresh()
+        logs_through_handlers(logging.getLogger("dlt"))
         self.collector.__exit__(None, None, None)  # type: ignore[arg-type]
 
     def planned(self, windows: int) -> None:
@@ -123,13 +128,59 @@ class LiveBars(WindowLines):
                 now.rows += totals.rows
                 now.requests += totals.requests
                 now.retries += totals.retries
-                now.wait_seconds += totals.wait_seconds
+            now.wait_seconds_wall = waited_wall(self.reports)
             self.collector.update("rows", now.rows - self.shown.rows)
             self.collector.update("requests", now.requests - self.shown.requests)
-            self.collector.update("retries", now.retries - self.shown.retries)
-            self.collector.update("seconds waited",
-                                  int(now.wait_seconds) - int(self.shown.wait_seconds))
+            # seconds waited are a figure, not a rate: shown after the retries that caused them
+            self.collector.update("retries", now.retries - self.shown.retries,
+                                  message=f"waited {now.wait_seconds_wall:.1f} s")
             self.shown = now
+
+
+class LogsAboveBars(logging.Handler):
+    """Writes a log handler's records with `tqdm.write`, which clears the bars, writes the
+    line and draws the bars again below it, instead of writing into the middle of a bar."""
+
+    def __init__(self, inner: logging.Handler) -> None:
+        super().__init__(inner.level)
+        self.inner = inner
+        self.setFormatter(inner.formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=getattr(self.inner, "stream", sys.stderr))
+        except Exception:  # noqa: BLE001 - logging's own contract: report, never raise
+            self.handleError(record)
+
+
+def logs_above_bars(logger: logging.Logger) -> None:
+    """Route the logger's console output above the bars. A logger with no handler yet gets
+    one (dlt adopts it when it sets up its logging, and gives it its format)."""
+    handlers = list(logger.handlers) or [logging.StreamHandler()]
+    for handler in handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler):
+            logger.removeHandler(handler)
+            logger.addHandler(LogsAboveBars(handler))
+
+
+def logs_through_handlers(logger: logging.Logger) -> None:
+    """Undo `logs_above_bars`, keeping any format set meanwhile."""
+    for handler in list(logger.handlers):
+        if isinstance(handler, LogsAboveBars):
+            logger.removeHandler(handler)
+            if handler.formatter is not None:
+                handler.inner.setFormatter(handler.formatter)
+            logger.addHandler(handler.inner)
+
+
+def bound(moment: datetime) -> str:
+    """A window bound as its date when it is at midnight, else with its time of day."""
+    if moment.time() == datetime.min.time():
+        return moment.date().isoformat()
+    return moment.isoformat(timespec="seconds" if moment.second else "minutes")
 
 
 def make_progress(mode: str, step: str) -> Progress:

@@ -258,9 +258,10 @@ class ApiClient:
 
     def _send(self, path: str, params: Mapping[str, Any] | None, label: str, accept: str,
               stream: bool) -> requests.Response:
+        began = time.monotonic()
         waited = self.gate.wait_turn()
         if waited:
-            self.report.count_wait(label, waited)
+            self.report.count_wait(label, waited, began)
         url = self.url(path)
         self.report.count_request(label)
         try:

@@ -224,7 +224,7 @@ def test_retryable_fault_is_survived(make_sim: MakeSim, loader: MakeLoader,
     assert {e["status"] for e in faulted} <= statuses
     totals = result.report.totals()
     assert totals.retries == len(faulted)
-    assert totals.wait_seconds >= least_wait
+    assert totals.wait_seconds_sum >= least_wait
     for entry in faulted:  # each faulted request was sent again, later, and answered
         assert any(later["n"] > entry["n"] and later["path"] == entry["path"]
                    and later["params"] == entry["params"] and later["status"] == 200
@@ -290,7 +290,7 @@ def test_429_holds_every_thread(make_sim: MakeSim, loader: MakeLoader,
     assert len(limited) == 1 and limited[0].startswith("commits.repository:")
     held = [label for label, c in counts.items()
             if label.startswith("commits.repository:") and not c["retries"]
-            and c["wait_seconds"] >= 0.5]
+            and c["wait_seconds_sum"] >= 0.5]
     assert held, counts
 
 

@@ -120,9 +120,9 @@ def test_a_429_in_one_window_holds_the_others(tmp_path: Path) -> None:
         result = backfill(Loader(sim, tmp_path), parallel=3)
     reports = [w.result.report.totals() for w in result.windows if w.result]
     limited = [t for t in reports if t.retries]
-    held = [t for t in reports if not t.retries and t.wait_seconds >= 0.5]
+    held = [t for t in reports if not t.retries and t.wait_seconds_sum >= 0.5]
     assert len(limited) == 1
-    assert held, [(t.retries, t.wait_seconds) for t in reports]
+    assert held, [(t.retries, t.wait_seconds_sum) for t in reports]
 
 
 def test_a_failing_window_starts_nothing_new(slow_sim: Simulator, tmp_path: Path) -> None:
