@@ -102,10 +102,26 @@ def settle_pending(pipeline: dlt.Pipeline) -> None:
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there."""
     stamp_load_ids()
+    drop_committed_extracts(pipeline)
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
         pipeline.load()
+
+
+def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
+    """Delete the extracted copy of a package that was already normalized: the second half of
+    dlt's normalize commit, which renames the package into the load folder and then deletes
+    the extracted copy. A run killed between the two leaves the package in both places;
+    normalizing it again would fail on every later run (its folder is taken), and the copy may
+    be partly deleted. The normalized (or loaded) package is the whole one."""
+    committed = {*pipeline.list_normalized_load_packages(),
+                 *pipeline.list_completed_load_packages()}
+    leftovers = committed.intersection(pipeline.list_extracted_load_packages())
+    if leftovers:
+        extracted = pipeline._get_normalize_storage().extracted_packages
+        for load_id in sorted(leftovers):
+            extracted.delete_package(load_id)
 
 
 def restore_state(pipeline: dlt.Pipeline) -> None:

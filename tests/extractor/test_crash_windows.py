@@ -91,3 +91,67 @@ def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
     # ... and every commit and pull request of both windows is there, by key and value
     assert_tables_equal_truth(loader.db_file, sim, "server", required=(FIRST, CLOCK),
                               allowed=(FIRST - timedelta(days=1), CLOCK))
+
+
+# dlt commits a normalized package in two steps: it renames the package into load/normalized,
+# then deletes the extracted copy ("do not kill this process"). Killed between the two, the
+# package is in both places; normalizing it again cannot commit (the folder is taken).
+KILLED_IN_NORMALIZE_COMMIT = r'''
+import json, os, signal, sys
+from datetime import datetime
+from pathlib import Path
+
+import dlt
+from dlt.common.storages.load_storage import LoadStorage
+
+from pipelines.backfill import signature, window_key, window_pipeline_name
+from pipelines.load import make_pipeline, run_load, sibling
+
+args = json.loads(sys.argv[1])
+main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
+                     dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
+                     schemas_dir=Path(args["schemas"]))
+commit = LoadStorage.commit_new_load_package
+
+
+def killed_after_the_rename(self, load_id):
+    commit(self, load_id)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+LoadStorage.commit_new_load_package = killed_after_the_rename
+start, end = args["window"]
+run_load(sibling(main, window_pipeline_name(main.pipeline_name, 1)), start_date=start,
+         end_date=end, now=datetime.fromisoformat(args["clock"]), views=False,
+         backfill_window={"key": window_key(datetime.fromisoformat(start),
+                                            datetime.fromisoformat(end)),
+                          "signature": signature(args["source"])}, **args["source"])
+'''
+
+
+def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
+        make_sim: Any, tmp_path: Path) -> None:
+    """Killed after its package was renamed into load/normalized and before the extracted copy
+    was deleted, a window's package is finished by the rerun (not normalized again, which
+    failed with `Directory not empty` on every rerun), and its rows are all there."""
+    sim: Simulator = make_sim(edition="cloud")
+    loader = Loader(sim, tmp_path)
+    args = source_args(loader)
+    start = CLOCK - WINDOW
+    crash = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_NORMALIZE_COMMIT, json.dumps({
+            "db": str(loader.db_file), "pipelines": str(tmp_path / "pipelines"),
+            "schemas": str(tmp_path / "schemas"), "source": args, "clock": CLOCK.isoformat(),
+            "window": (start.isoformat(), CLOCK.isoformat())})],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
+    window = tmp_path / "pipelines" / "repo_analytics_window_1"
+    extracted = {p.name for p in (window / "normalize" / "extracted").iterdir()}
+    normalized = {p.name for p in (window / "load" / "normalized").iterdir()}
+    assert extracted and extracted == normalized, "the kill did not land inside the commit"
+
+    rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
+
+    assert [w.resumed for w in rerun.windows] == [True]  # finished by the crashed package
+    assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(start, CLOCK),
+                              allowed=(start - timedelta(hours=26), CLOCK))
