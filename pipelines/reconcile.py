@@ -6,6 +6,12 @@ loaded tables. Pull requests are counted by their last update, the date the list
 by: one created in a window but updated after it is loaded by a later window (or night), and
 counting by creation would report it missing where nothing is wrong.
 
+The repository-level statistics tables are checked too, row by row against the API's answer
+for the row's own scope and period: the stored periods that overlap a window, and (for a
+table a list refreshes: pull requests counted by creation period and current state) the
+stored periods in which the list's items updated in a window were created. Those are the
+rows the run should have written or read again; a stale one is a mismatch.
+
 The cloud commit `date` has no zone, so for the cloud edition a commit near a window edge may
 fall on either side: a difference no larger than what the commits within 14 hours of an edge
 (the widest offsets) add up to — in count, or in lines — is reported as
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import dlt
@@ -36,6 +42,17 @@ EDGE: Final = timedelta(hours=14)
 
 
 @dataclass(frozen=True)
+class StatisticsCheck:
+    """A repository-level statistics table, compared row by row with the API. The table, its
+    request and the JSON path of each measure come from the edition's endpoint table."""
+
+    resource: str  # the statistics resource family
+    scope_column: str  # the column holding the repository's scope key (`KEY/slug`, `slug`)
+    measures: tuple[str, ...]  # the columns compared
+    level_column: str | None = "level"  # None: a table of the repository level only
+
+
+@dataclass(frozen=True)
 class EditionChecks:
     """Where each edition keeps what is compared; the API side comes from its endpoint table."""
 
@@ -47,15 +64,25 @@ class EditionChecks:
     added_field: tuple[str, ...]
     pr_table: str
     pr_states: tuple[str, ...]
+    statistics: tuple[StatisticsCheck, ...] = ()
 
 
 CHECKS: Final = {
-    "cloud": EditionChecks("cloud_commits", "date_local", True, "change_statistics",
-                           ("commits",), ("lines_of_code", "added", "total"),
-                           "cloud_pull_requests", ("open", "merged", "declined", "superseded")),
-    "server": EditionChecks("server_commits", "author_timestamp", False, "commit_statistics",
-                            ("commits",), ("linesOfCode", "added"),
-                            "server_pull_requests", ("open", "merged", "declined")),
+    "cloud": EditionChecks(
+        "cloud_commits", "date_local", True, "change_statistics", ("commits",),
+        ("lines_of_code", "added", "total"), "cloud_pull_requests",
+        ("open", "merged", "declined", "superseded"),
+        (StatisticsCheck("pull_request_statistics", "scope",
+                         ("pull_requests", "open", "merged", "declined", "superseded")),
+         StatisticsCheck("change_statistics", "repository_slug",
+                         ("commits", "lines_added_total", "lines_deleted_total"), None))),
+    "server": EditionChecks(
+        "server_commits", "author_timestamp", False, "commit_statistics", ("commits",),
+        ("linesOfCode", "added"), "server_pull_requests", ("open", "merged", "declined"),
+        (StatisticsCheck("pull_request_statistics", "scope",
+                         ("pull_requests", "open", "merged", "declined")),
+         StatisticsCheck("commit_statistics", "scope",
+                         ("commits", "lines_added", "lines_deleted")))),
 }
 
 
@@ -65,6 +92,18 @@ class Measures:
 
     commits: bool
     pull_requests: bool
+    statistics: tuple[StatisticsCheck, ...] = ()  # the statistics tables it read
+
+
+@dataclass(frozen=True)
+class StoredPeriod:
+    """One stored statistics row of a repository: its period and measures."""
+
+    check: StatisticsCheck
+    names: tuple[str, ...]
+    start: datetime
+    end: datetime
+    landed: tuple[int, ...]
 
 
 @dataclass
@@ -119,6 +158,19 @@ def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
     return endpoint
 
 
+def repository_table(spec: EditionSpec, resource: str) -> str | None:
+    """The table of the edition's repository-level `resource`, if it has one."""
+    return next((e.table for e in spec.endpoints
+                 if e.resource == resource and e.level == "repository"), None)
+
+
+def refreshing_list(spec: EditionSpec, resource: str) -> Endpoint | None:
+    """The repository-level list whose items' changes change rows of statistics `resource`
+    (counted by creation period), if any: its table, cursor and creation column."""
+    return next((e for e in spec.endpoints if e.level == "repository"
+                 and e.refreshes is not None and e.refreshes[0] == resource), None)
+
+
 def dig(body: Any, path: tuple[str, ...]) -> int:
     for key in path:
         body = body.get(key) if isinstance(body, dict) else None
@@ -149,8 +201,10 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
     if name == "filesystem":
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
-            for table, delta in delta_tables(pipeline, checks.commit_table,
-                                             checks.pr_table).items():
+            spec = EDITION_SPECS[str(edition)]
+            statistics = [repository_table(spec, c.resource) for c in checks.statistics]
+            for table, delta in delta_tables(pipeline, checks.commit_table, checks.pr_table,
+                                             *filter(None, statistics)).items():
                 # a table, not a dataset: filters pushed into the dataset fail on string_view
                 con.register(f"{table}__delta", delta.to_pyarrow_table())
                 con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
@@ -178,28 +232,102 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
         "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
         [dataset]).fetchall()}
     read = "repository" in plan.levels
-    measures = Measures(read and "commits" in plan.resources and checks.commit_table in present,
-                        read and "pull_requests" in plan.resources and checks.pr_table in present)
-    if not (measures.commits or measures.pull_requests):
-        result.notes.append("not run: the run read no repository-level commits or pull "
-                            "requests into this dataset")
+    measures = Measures(
+        read and "commits" in plan.resources and checks.commit_table in present,
+        read and "pull_requests" in plan.resources and checks.pr_table in present,
+        tuple(c for c in checks.statistics if read and c.resource in plan.resources
+              and repository_table(spec, c.resource) in present))
+    if not (measures.commits or measures.pull_requests or measures.statistics):
+        result.notes.append("not run: the run read no repository-level commits, pull "
+                            "requests or statistics into this dataset")
         return result
-    key = ", ".join(spec.repository_key)
-    table = checks.commit_table if measures.commits else checks.pr_table
-    repositories = [tuple(names) for names in con.execute(
-        f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()]
-    if plan.repositories is not None:
-        wanted = {tuple(name.split("/")) for name in plan.repositories}
-        repositories = [names for names in repositories if names in wanted]
-    jobs = [(names, start, end) for names in repositories for start, end in windows]
+    wanted = None if plan.repositories is None else {
+        tuple(name.split("/")) for name in plan.repositories}
+    jobs = []
+    if measures.commits or measures.pull_requests:
+        key = ", ".join(spec.repository_key)
+        table = checks.commit_table if measures.commits else checks.pr_table
+        repositories = [tuple(names) for names in con.execute(
+            f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()]
+        jobs = [(names, start, end) for names in repositories for start, end in windows
+                if wanted is None or names in wanted]
+    rows = [row for check in measures.statistics
+            for row in stored_periods(con, spec, check, plan.statistics_period, windows,
+                                      present, wanted)]
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
         answers = list(pool.map(lambda job: api_statistics(ctx, checks, measures, *job), jobs))
+        row_answers = list(pool.map(lambda row: api_period(ctx, row), rows))
     for (names, start, end), answer in zip(jobs, answers, strict=True):
         if isinstance(answer, str):
             result.notes.append(answer)
         else:
             compare_window(con, spec, checks, names, start, end, answer, result, measures)
+    for row, row_answer in zip(rows, row_answers, strict=True):
+        compare_period(row, row_answer, result)
     return result
+
+
+def stored_periods(con: duckdb.DuckDBPyConnection, spec: EditionSpec, check: StatisticsCheck,
+                   period: str, windows: list[tuple[datetime, datetime]], present: set[str],
+                   wanted: set[tuple[str, ...]] | None) -> list[StoredPeriod]:
+    """The stored repository-level rows of one statistics table (of the run's `period`
+    grain) that the run should have written or read again: those overlapping a window, and
+    those in which items of the refreshing list updated in a window were created."""
+    table = repository_table(spec, check.resource)
+    listing = refreshing_list(spec, check.resource)
+    scope = f's."{check.scope_column}"'
+    where = "s.period = ?" + ("" if check.level_column is None
+                              else f" AND s.\"{check.level_column}\" = 'repository'")
+    held = "s.period_start < ? AND s.period_end > ?"
+    changed = "FALSE"
+    if listing is not None and listing.refreshes is not None and listing.table in present:
+        names = ", ".join(f'p."{c}"' for c in spec.repository_key)
+        created, updated = listing.refreshes[1], listing.cursor
+        changed = (f"EXISTS (SELECT 1 FROM {listing.table} p WHERE concat_ws('/', {names}) = "
+                   f'{scope} AND p."{updated}" >= ? AND p."{updated}" < ? '
+                   f'AND p."{created}" >= s.period_start AND p."{created}" < s.period_end)')
+    measures = ", ".join(f's."{m}"' for m in check.measures)
+    sql = (f"SELECT {scope}, s.period_start, s.period_end, {measures} FROM {table} s "
+           f"WHERE {where} AND (({held}) OR {changed})")
+    found: dict[tuple[Any, ...], StoredPeriod] = {}
+    for start, end in windows:
+        params = [period, end, start, *((start, end) if changed != "FALSE" else ())]
+        for key, period_start, period_end, *landed in con.execute(sql, params).fetchall():
+            repository = tuple(str(key).split("/"))
+            if wanted is None or repository in wanted:
+                found[(key, period_start)] = StoredPeriod(
+                    check, repository, period_start.astimezone(UTC), period_end.astimezone(UTC),
+                    tuple(int(v or 0) for v in landed))
+    return sorted(found.values(), key=lambda r: (r.names, r.start))
+
+
+def api_period(ctx: ReadContext, row: StoredPeriod) -> tuple[int, ...] | str:
+    """The API's numbers for one stored row's repository and period, read with the row's
+    endpoint (its parameters, and its columns' JSON paths), or why they could not be read."""
+    spec = ctx.plan.edition
+    endpoint = required_endpoint(ctx, row.check.resource)
+    dates = {spec.since_param: wire(row.start), spec.until_param: wire(row.end)}
+    try:
+        body = ctx.client.get_json(repository_scope(ctx, row.names).path(endpoint.path),
+                                   {**endpoint.params, **dates}, "reconcile").body
+    except SkippableApiError as error:
+        return (f"{'/'.join(row.names)} {row.check.resource} {row.start.date()}.."
+                f"{row.end.date()} not checked: {error}")
+    columns = {c.name: c for c in endpoint.columns}
+    return tuple(int(columns[m].read(body, {}) or 0) for m in row.check.measures)
+
+
+def compare_period(row: StoredPeriod, answer: tuple[int, ...] | str,
+                   result: Reconciliation) -> None:
+    if isinstance(answer, str):
+        result.notes.append(answer)
+        return
+    for measure, api_value, landed in zip(row.check.measures, answer, row.landed, strict=True):
+        result.checked += 1
+        if api_value != landed:
+            result.differences.append(Difference(
+                "/".join(row.names), f"{row.start.date()}..{row.end.date()}",
+                f"{row.check.resource}_{measure}", api_value, landed, "mismatch"))
 
 
 def api_statistics(ctx: ReadContext, checks: EditionChecks, measures: Measures,

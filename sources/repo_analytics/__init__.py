@@ -208,9 +208,10 @@ def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoi
 def statistics_refresh_resource(ctx: ReadContext, listing: Endpoint, statistics: Endpoint,
                                 scope: Scope, parent: DltResource) -> DltResource:
     """Reads again the statistics periods in which items of `listing` that this run read
-    (they changed) were created, where older than the statistics' own look-back: counted by
-    creation period, those periods' numbers by state changed. A transformer of the list
-    resource, so it sees every page the list reads, in the same run."""
+    (they changed) were created, where older than the statistics' own look-back, however old
+    (a backfill may have loaded them): counted by creation period, those periods' numbers by
+    state changed. A transformer of the list resource, so it sees every page the list reads,
+    in the same run."""
     assert listing.refreshes is not None
     created_column = listing.refreshes[1]
     seen: set[datetime] = set()

@@ -248,16 +248,18 @@ def statistics_table(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
 
 def changed_periods(ctx: ReadContext, created_column: str, table: pa.Table,
                     seen: set[datetime]) -> list[tuple[datetime, datetime]]:
-    """The complete statistics periods, older than the ones the statistics resources re-read
-    and not before `start_date`, in which items of this page were created; each period once
-    per run (`seen`)."""
+    """The complete statistics periods, older than the ones the statistics resources re-read,
+    in which items of this page were created; each period once per run (`seen`).
+
+    However old: `start_date` is no bound, since a backfill (on pipelines of its own) may
+    have loaded the period, and a period the dataset did not hold gets a complete, true row.
+    """
     period = ctx.plan.statistics_period
     horizon = period_floor(ctx.plan.until - ctx.plan.lookback, period)
-    first = period_floor(ctx.plan.start, period)
     spans = []
     for created in table.column(created_column).to_pylist():
         start = period_floor(created, period) if created is not None else horizon
-        if first <= start < horizon and start not in seen:
+        if start < horizon and start not in seen:
             seen.add(start)
             spans.append((start, period_next(start, period)))
     return sorted(spans)

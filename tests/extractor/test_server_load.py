@@ -32,6 +32,7 @@ from sources.repo_analytics import FatalApiError
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DATASET, DESTINATIONS, FAST_RETRY, Loader
 from tests.extractor.test_cloud_load import (
+    as_utc,
     assert_window_rows,
     by_key,
     column_types,
@@ -296,16 +297,23 @@ def expected_commit_statistics(truth: Truth, window: Window,
 def expected_pr_statistics(truth: Truth, window: Window,
                            scopes: Mapping[str, set[str]]) -> dict[tuple, tuple]:
     """Per level, scope and UTC day: PRs created that day, counted by their current state."""
+    return pr_statistics_rows(truth, window, [
+        (level, scope, low) for level, names in scopes.items() for scope in names
+        for low, _ in days(window.start, window.clock)])
+
+
+def pr_statistics_rows(truth: Truth, window: Window,
+                       keys: Iterable[tuple[str, str, datetime]]) -> dict[tuple, tuple]:
+    """The truth's row of each (level, scope, UTC day): PRs created that day by state."""
     expected = {}
-    for level, names in scopes.items():
-        for scope in names:
-            mine = [p for p in truth.prs if window.readable(p) and in_scope(level, scope, p)]
-            for low, high in days(window.start, window.clock):
-                states = Counter(p["state"] for p in mine
-                                 if low <= from_ms(p["createdDate"]) < high)
-                expected[(level, scope, low)] = (
-                    level, scope, low, "day", high, "all", "created", sum(states.values()),
-                    states["DECLINED"], states["MERGED"], states["OPEN"])
+    for level, scope, low in keys:
+        high = low + DAY
+        states = Counter(p["state"] for p in truth.prs
+                         if window.readable(p) and in_scope(level, scope, p)
+                         and low <= from_ms(p["createdDate"]) < high)
+        expected[(level, scope, low)] = (
+            level, scope, low, "day", high, "all", "created", sum(states.values()),
+            states["DECLINED"], states["MERGED"], states["OPEN"])
     return expected
 
 
@@ -1230,12 +1238,22 @@ def test_incremental_load_after_advance(advanced: Advanced) -> None:
     check_primary_keys(a.loader)
     # Late commits are authored inside the look-back: every commit statistics day is right
     # again. PR statistics count PRs by creation day and current state: the creation days of
-    # the PRs this run read (they changed) are read again, also before the look-back, so
-    # every day is right again too.
+    # the PRs this run read (they changed) are read again, also before the look-back and
+    # before `start_date` (a row of its own there), so every day is right again too.
     check_statistics(a.loader, "server_commit_statistics",
                      expected_commit_statistics(a.truth, window, scopes))
+    older = {(level, scope, as_utc(low)) for level, scope, low in select(
+        a.loader, "server_pull_request_statistics", ("level", "scope", "period_start"))
+        if as_utc(low) < window.start}
+    changed = {(slug, number) for slug, number, _ in a.answer["pull_request_changes"]}
+    assert {(level, scope, day_floor(from_ms(p["createdDate"])))
+            for p in a.truth.prs if (p["toRef"]["repository"]["slug"], p["id"]) in changed
+            and from_ms(p["createdDate"]) < window.start
+            for level, names in scopes.items() for scope in names
+            if in_scope(level, scope, p)} <= older
     check_statistics(a.loader, "server_pull_request_statistics",
-                     expected_pr_statistics(a.truth, window, scopes))
+                     {**expected_pr_statistics(a.truth, window, scopes),
+                      **pr_statistics_rows(a.truth, window, older)})
     # re-fetched now, the first run's windows and this run's give today's rows
     check_exports_equal_served(a.loader, a.sim, a.first_log + a.log, a.sim.basic_auth)
     assert_request_parameters(a.log, a.truth.clock)
