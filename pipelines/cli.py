@@ -127,6 +127,7 @@ def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any]) -> A
         check = reconcile_pipeline(pipeline, windows, resolved_source_args(args))
     except RepoAnalyticsError as error:
         check = Reconciliation(0, [], [f"not run: {error}"])
+    check.skipping(reports)
     for line in check.summary():
         print(line)
     return check

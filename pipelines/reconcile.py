@@ -20,6 +20,7 @@ fall on either side: a difference no larger than what the commits within 14 hour
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -121,6 +122,13 @@ class Reconciliation:
     checked: int
     differences: list[Difference]
     notes: list[str] = field(default_factory=list)  # windows not checked, and why
+    # scopes the runs skipped (`resource:scope (kind)`): their rows could not be checked
+    unchecked: list[str] = field(default_factory=list)
+
+    def skipping(self, reports: Iterable[RunReport]) -> Reconciliation:
+        """Name the scopes `reports` skipped: a verdict must not hide what it could not see."""
+        self.unchecked = sorted({f"{s.resource} ({s.kind})" for r in reports for s in r.skips})
+        return self
 
     @property
     def ok(self) -> bool:
@@ -138,7 +146,14 @@ class Reconciliation:
                  f"{'PASSED' if self.ok else 'FAILED'} ({self.checked} checks, "
                  f"{len(mismatched)} mismatches"
                  + (f", {tolerated} within the edge tolerance of the zone-less cloud commit "
-                    "date" if tolerated else "") + ")"]
+                    "date" if tolerated else "")
+                 + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked
+                    else "") + ")"]
+        lines += [f"  not checked, skipped by the run: {scope}"
+                  for scope in self.unchecked[:shown]]
+        if len(self.unchecked) > shown:
+            lines.append(f"  … {len(self.unchecked) - shown} more skipped scopes in the run "
+                         "report")
         lines += [f"  mismatch {d.repository} {d.window} {d.measure}: API {d.api}, landed "
                   f"{d.landed}" for d in mismatched[:shown]]
         if len(mismatched) > shown:
@@ -147,7 +162,8 @@ class Reconciliation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "ok": self.ok,
-                "differences": [asdict(d) for d in self.differences], "notes": self.notes}
+                "differences": [asdict(d) for d in self.differences], "notes": self.notes,
+                "unchecked": self.unchecked}
 
 
 def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:

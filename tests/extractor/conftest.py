@@ -88,7 +88,9 @@ class Loader:
         """`sql` over the dataset, with the dataset as the default schema."""
         if self.destination == "duckdb":
             with duckdb.connect(str(self.db_file), read_only=True) as con:
-                con.execute(f"SET schema '{DATASET}'")
+                if con.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?",
+                               [DATASET]).fetchall():  # none after a run that wrote nothing
+                    con.execute(f"SET schema '{DATASET}'")
                 return con.execute(sql).fetchall()
         with lake_connection(self.lake) as con:
             return con.execute(sql).fetchall()

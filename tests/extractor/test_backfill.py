@@ -828,6 +828,14 @@ def test_skipped_scope_exits_3_and_its_window_is_not_finished(make_sim: Any,
     partial = run_cli(tmp_path, env, *command)
     assert partial.returncode == 3, partial.stdout + partial.stderr
     assert partial.stdout.count(f"  skipped commits.repository:{slug}: forbidden") == 2
+    # the verdict names what it could not check (README: Self-reconciliation)
+    verdict = next(line for line in partial.stdout.splitlines()
+                   if line.startswith("reconciliation with the API's statistics:"))
+    assert verdict.endswith("; 1 skipped scopes not checked)"), verdict
+    assert (f"  not checked, skipped by the run: commits.repository:{slug} (forbidden)"
+            in partial.stdout.splitlines())
+    report = json.loads((tmp_path / "data.report.json").read_text())
+    assert report["reconciliation"]["unchecked"] == [f"commits.repository:{slug} (forbidden)"]
     assert not rows_of(tmp_path / "data.duckdb", "cloud_commits", ("hash",),
                        f"WHERE repository_slug = '{slug}'")
 
