@@ -181,7 +181,8 @@ def test_load_reconciles_its_lookback_and_passes(server_loads: ServerLoads) -> N
     assert not mismatch_lines(clean.stdout)
     assert clean.report is not None
     assert clean.report["reconciliation"] == {"checked": checked, "ok": True,
-                                              "differences": [], "notes": []}
+                                              "differences": [], "notes": [],
+                                              "unchecked": []}
     # the load read from its start date; it reconciled the look-back only, each repository
     lists = {dated(e) for e in clean.log if ".list.repository" in e["endpoint"]}
     assert lists == {(day("2026-05-20"), LOOKBACK[1])}

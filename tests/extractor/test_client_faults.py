@@ -471,7 +471,8 @@ def test_cli_clean_run_exits_0_with_a_summary(host: tuple[Simulator, Path, Any])
     assert len(summary) == 3
     # a workspace-level run has no repository-level rows to reconcile, and says so
     assert summary[1] == ("reconciliation with the API's statistics: not run (the run read no "
-                          "repository-level commits or pull requests into this dataset)")
+                          "repository-level commits, pull requests or statistics into this "
+                          "dataset)")
     assert summary[2] == f"run report: {path / 'data.report.json'}"
     assert (path / "data.report.json").is_file()
     assert summary[0].startswith("load ok: ") and "0 retries" in summary[0]
