@@ -712,13 +712,17 @@ def run_and_kill(args: list[str], env: Mapping[str, str], cwd: Path, sim: Simula
 def test_kill_9_and_resume(tmp_path: Path) -> None:
     """`repo-analytics backfill` killed with SIGKILL twice at seeded random moments (each after
     a window finished), then run to completion: finished windows are skipped and requested
-    from nobody, the tables equal the truth with unique keys, and the final run exits 0."""
+    from nobody, the tables equal the truth with unique keys, and the final run exits 0.
+
+    One window at a time, so that a kill placed by the last window's duration lands in the
+    next window on a busy machine too (parallel windows under kills: test_crash_stress.py)."""
     rng = random.Random(20260601)
     with Simulator(SimConfig(edition="cloud", size="small", now=FIXED_NOW)) as sim:
         env = cli_env(sim)
         args = cli_args(tmp_path, "backfill", "--since", KILL_SINCE.date().isoformat(),
                         "--until", KILL_UNTIL.date().isoformat(), "--window-days", "20",
-                        "--levels", "repository", "--resources", "commits")
+                        "--parallel-windows", "1", "--levels", "repository", "--resources",
+                        "commits")
         ends = [min(KILL_SINCE + k * timedelta(days=20), KILL_UNTIL)
                 for k in range(1, KILL_WINDOWS + 1)]
         finished: set[int] = set()
