@@ -176,27 +176,33 @@ def measure(name: str, cmd: list[str], env: dict[str, str], cwd: Path, sim: SimP
     load_start = os.getloadavg()[0]
     logtap = LogTap(sim, before["total"]) if tap else None
     stdout = (out_dir / f"{name}.out").open("w")
-    began = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, cwd=cwd, stdout=stdout,
+    usage_file = out_dir / f"{name}.rusage.json"
+    # through a small launcher: a child's peak RSS (ru_maxrss) starts at its parent's RSS at
+    # fork time on Linux, and this process grows (logs, row counts); the launcher stays small
+    proc = subprocess.Popen([sys.executable, __file__, "--child-run", str(usage_file), "--",
+                             *cmd], env={**os.environ, **env}, cwd=cwd, stdout=stdout,
                             stderr=subprocess.STDOUT)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - began
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
     stdout.close()
+    usage = json.loads(usage_file.read_text()) if usage_file.exists() else {
+        "wall_s": 0.0, "cpu_s": 0.0, "maxrss_kib": 0, "exit_code": proc.returncode}
+    wall = usage["wall_s"]
+    proc.returncode = usage["exit_code"]
     load_end = os.getloadavg()[0]
     entries = logtap.stop() if logtap else None
     after = sim.requests()
     result: dict[str, Any] = {
         "contender": name, "exit_code": proc.returncode,
-        "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "wall_s": round(wall, 2), "cpu_s": round(usage["cpu_s"], 2),
         "sim_cpu_s": round(sim.cpu_seconds() - sim_cpu, 2),
         "requests": after["total"] - before["total"],
         "requests_by_endpoint": endpoint_diff(before, after),
         "open_max": after["open_max"],
-        "peak_rss_mb": round(usage.ru_maxrss / 1024),  # KiB on Linux
+        "peak_rss_mb": round(usage["maxrss_kib"] / 1024),
         "load1_start": round(load_start, 2), "load1_end": round(load_end, 2),
     }
     if proc.returncode != 0:
@@ -205,6 +211,19 @@ def measure(name: str, cmd: list[str], env: dict[str, str], cwd: Path, sim: SimP
     if entries is not None:
         result["_log"] = entries
     return result
+
+
+def child_run(usage_path: str, cmd: list[str]) -> None:
+    """The launcher: run `cmd`, then write its wall time, CPU seconds and peak RSS."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - began
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    Path(usage_path).write_text(json.dumps({
+        "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+        "maxrss_kib": usage.ru_maxrss, "exit_code": code}))  # ru_maxrss: KiB on Linux
+    sys.exit(0)
 
 
 # rows landed ---------------------------------------------------------------------------------
@@ -453,7 +472,8 @@ def finish(result: dict[str, Any], rows: int, tables: dict[str, int] | None = No
 
 
 def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Namespace,
-               base: Path, since: str, until: str, clock: datetime) -> dict[str, Any]:
+               base: Path, since: str, until: str, clock: datetime,
+               first_logs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     work = base / f"{workload}-{repeat}"
     work.mkdir(parents=True)
     env = source_env(sim.edition)
@@ -469,6 +489,7 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
                     env, ROOT, sim, work, tap=destination == "duckdb")
         if destination == "duckdb":
             ours_log[:] = r.pop("_log")
+            first_logs.setdefault(workload, list(ours_log))
             (work / "ours-requests.json").write_text(json.dumps(ours_log))
             r["repeated_requests"] = repeated(ours_log)
         report = work / f"{destination}.report.json"
@@ -497,7 +518,8 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
         results["limit"] = r
 
     def peer() -> None:
-        spec = peer_spec(sim, ours_log, since, until, work)
+        # ours' filter parameters, from the first repeat's log (the peer may run first)
+        spec = peer_spec(sim, first_logs[workload], since, until, work)
         (work / "peer-spec.json").write_text(json.dumps(spec, indent=1))
         r = measure("peer", [sys.executable, __file__, "--child-peer",
                              str(work / "peer-spec.json")],
@@ -506,11 +528,14 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
         finish(r, sum(tables.values()), tables)
         results["peer"] = r
 
+    # alternate between repeats: ours-duckdb (and its replay, which needs its log) first,
+    # then last; the peer last, then first
     order = [lambda: ours("duckdb"), limit, lambda: ours("parquet")]
     if workload == "lists":
         order.append(peer)
-    if repeat % 2:  # alternate: ours-duckdb (and its replay) first, then last
-        order = order[2:] + order[:2]
+    if repeat % 2:
+        order = order[::-1]
+        order[-2:] = order[-1], order[-2]  # ..., ours-duckdb, limit
     print(f"-- {workload}, repeat {repeat + 1}/{options.repeat}", flush=True)
     for step in order:
         step()
@@ -559,11 +584,14 @@ def median(values: list[Any]) -> Any:
     if not values:
         return None
     m = statistics.median(values)
+    if isinstance(m, float) and m.is_integer():
+        return int(m)
     return round(m, 2) if isinstance(m, float) else m
 
 
 def summarise(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
-    mine = [r["results"] for r in runs if r["workload"] == workload]
+    mine = [{n: v for n, v in r["results"].items() if v["exit_code"] == 0}  # failed: left out
+            for r in runs if r["workload"] == workload]
     names = list(dict.fromkeys(n for res in mine for n in res))
     medians = {n: {f: median([res[n].get(f) for res in mine if n in res]) for f in FIELDS}
                for n in names}
@@ -597,7 +625,7 @@ def markdown(doc: dict[str, Any]) -> str:
         for name, v in summary["medians"].items():
             lines.append(f"| {name} | {v['wall_s']} | {v['cpu_s']} | {v['sim_cpu_s']} | "
                          f"{v['requests']:,} | {v['rows']:,} | {v['rows_per_s']:,} | "
-                         f"{v['peak_rss_mb']} | {v['load1_start']} → {v['load1_end']} |")
+                         f"{v['peak_rss_mb']:,} | {v['load1_start']} → {v['load1_end']} |")
         lines += ["", "| ratio (median of the repeats' ratios) | value |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in summary["ratios"].items()]
         first = next(r for r in doc["runs"] if r["workload"] == workload)["results"]
@@ -632,6 +660,8 @@ def machine() -> dict[str, Any]:
 
 
 def main() -> None:
+    if len(sys.argv) > 3 and sys.argv[1] == "--child-run" and sys.argv[3] == "--":
+        return child_run(sys.argv[2], sys.argv[4:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="small", choices=("tiny", "small", "medium", "large"))
     parser.add_argument("--edition", default="cloud", choices=("cloud", "server"))
@@ -670,7 +700,8 @@ def main() -> None:
         until = clock.isoformat()
         print(f"simulator {sim.info['base_url']} ({options.edition}, {options.size}): "
               f"{sim.info['counts']}", flush=True)
-        runs = [one_repeat(sim, w, i, options, base, since, until, clock)
+        first_logs: dict[str, list[dict[str, Any]]] = {}
+        runs = [one_repeat(sim, w, i, options, base, since, until, clock, first_logs)
                 for i in range(options.repeat) for w in workloads]
         if not options.no_nightly_1:
             advanced = sim.advance(1)
