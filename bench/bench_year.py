@@ -723,7 +723,9 @@ def main() -> None:
            "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
            "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}", "machine": machine(),
            "simulator": {k: sim_info[k] for k in ("edition", "size", "seed", "now", "counts")},
-           "summary": {w: summarise(runs, w) for w in workloads}, "runs": runs}
+           "summary": {w: summarise(runs, w) for w in workloads},
+           # the working folder is this machine's temp folder: results name it by its place
+           "runs": [{**r, "work": str(Path(r["work"]).relative_to(base))} for r in runs]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     out.with_suffix(".md").write_text(markdown(doc))
