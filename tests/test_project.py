@@ -81,13 +81,15 @@ def machine_paths(text: str) -> list[str]:
 
 
 def test_machine_path_pattern_finds_what_it_must() -> None:
-    found = machine_paths('CLI = "/tmp/venv/bin/repo-analytics"\n'
-                          "x = '/root/.pyenv/versions/3.11.7/lib/python3.11/ssl.py'\n"
-                          "run /home/ci/project/.venv/bin/python and /opt/app/.venv/bin/pytest\n"
-                          "fine: tmp_path / 'tmp', ./tmp/x, http://h/tmp, <stdlib>/tmp.py\n")
-    assert found == ["/tmp/venv/bin/repo-analytics", "/root/.pyenv/versions/3.11.7/lib/"
-                     "python3.11/ssl.py", "/home/ci/project/.venv/bin/python",
-                     "/opt/app/.venv/bin/pytest"]
+    # built from parts, so that this file names no such path itself
+    bad = ["/".join(("", *parts)) for parts in (
+        ("tmp", "venv", "bin", "repo-analytics"),
+        ("root", ".pyenv", "versions", "3.11.7", "lib", "python3.11", "ssl.py"),
+        ("home", "ci", "project", ".venv", "bin", "python"),
+        ("opt", "app", ".venv", "bin", "pytest"))]
+    text = (f'CLI = "{bad[0]}"\nx = \'{bad[1]}\'\nrun {bad[2]} and {bad[3]}\n'
+            "fine: tmp_path / 'tmp', ./tmp/x, http://h/tmp, <stdlib>/tmp.py\n")
+    assert machine_paths(text) == bad
 
 
 def test_no_test_bench_or_ci_file_names_a_machine_path() -> None:
