@@ -103,10 +103,10 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
         if not owners:
             return con.sql("SELECT * FROM children LIMIT 0").to_arrow_table()
         names = ", ".join(f'"{c}"' for c in key)
+        picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
         joined = " AND ".join(f'c."{c}" = o."{c}"' for c in key)
         return con.sql(
             f"WITH owner AS (SELECT {names}, max(CAST({LOAD_ID} AS DOUBLE)) AS newest "
             f"FROM ({' UNION ALL '.join(owners)}) GROUP BY ALL) "
-            f'SELECT {", ".join(f"c.{n}" for n in names.split(", "))}, c."{child.position}" '
-            f"FROM children c JOIN owner o ON {joined} "
+            f"SELECT {picked} FROM children c JOIN owner o ON {joined} "
             f"WHERE CAST(c.{LOAD_ID} AS DOUBLE) < o.newest").to_arrow_table()
