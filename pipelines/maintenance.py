@@ -16,6 +16,12 @@ from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.errors import ConfigError
 from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.scopes import (
+    CURSOR_COLUMN_STATE_KEY,
+    CURSOR_STATE_KEY,
+    SCOPES_STATE_KEY,
+    scope_states,
+)
 
 
 def resource_states(pipeline: dlt.Pipeline) -> dict[str, Any]:
@@ -34,17 +40,17 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
     if not states and not finished:
         yield "no state yet: nothing has been loaded by this pipeline"
         return
-    for name in sorted(states):
-        if name == WINDOW_MARKER:
-            continue
-        for cursor, value in (states[name].get("incremental") or {}).items():
-            yield f"{name}: cursor {cursor} = {value.get('last_value')}"
-        fetched = states[name].get("details_fetched")
+    for name, key, state in sorted(scope_states(states), key=lambda each: each[:2]):
+        label = f"{name}:{key}"
+        if CURSOR_STATE_KEY in state:
+            column = states[name].get(CURSOR_COLUMN_STATE_KEY, "")
+            yield f"{label}: cursor {column} = {state[CURSOR_STATE_KEY]}"
+        fetched = state.get("details_fetched")
         if fetched:
-            yield f"{name}: {len(fetched)} commits with files fetched in the look-back window"
-        pending = states[name].get("details_pending")
+            yield f"{label}: {len(fetched)} commits with files fetched in the look-back window"
+        pending = state.get("details_pending")
         if pending:
-            yield f"{name}: {len(pending)} commits whose files are pending (fetched next run)"
+            yield f"{label}: {len(pending)} commits whose files are pending (fetched next run)"
     yield f"backfill windows finished: {len(finished)}"
     for key in finished:
         yield f"  {key}"
@@ -64,16 +70,17 @@ def last_load(pipeline: dlt.Pipeline) -> Any:
 
 
 def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
-    """Forget the cursors of resources whose name starts with `prefix` (and, with `windows`,
-    the finished backfill windows), so the next run reads them from `start_date` again.
-    Tables are kept; merge keys make the re-read harmless."""
-    names = [n for n in resource_states(pipeline) if n.startswith(prefix) and n != WINDOW_MARKER]
+    """Forget the cursors of the scopes whose `resource:scope` name starts with `prefix`
+    (and, with `windows`, the finished backfill windows), so the next run reads them from
+    `start_date` again. Tables are kept; merge keys make the re-read harmless."""
+    states = resource_states(pipeline)
+    names = sorted(f"{name}:{key}" for name, key, _ in scope_states(states)
+                   if f"{name}:{key}".startswith(prefix))
     if not names and not windows:
         raise ConfigError("resource", prefix, "the start of a resource name shown by "
                           "`repo-analytics state`")
     if names:
-        patterns = ["re:^" + re.escape(n) + "$" for n in names]
-        pipeline_drop(pipeline, resources=patterns, state_only=True)()
+        forget_scopes(pipeline, names)
     if windows:
         names.append(WINDOW_MARKER)
         for each in window_pipelines(pipeline):  # the windows' own pipelines record them
@@ -81,6 +88,18 @@ def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
                 pipeline_drop(each, resources=["re:^" + WINDOW_MARKER + "$"], state_only=True)()
         pipeline.activate()
     return names
+
+
+def forget_scopes(pipeline: dlt.Pipeline, names: list[str]) -> None:
+    """Drop the state of each `resource:scope` in `names`, then load the changed state, so
+    that the destination's copy (restored on a fresh machine) forgets them too."""
+    with pipeline.managed_state(extract_state=True) as state:
+        resources = state["sources"]["repo_analytics"]["resources"]  # type: ignore[typeddict-item]
+        for name in names:
+            resource, _, key = name.partition(":")
+            resources[resource][SCOPES_STATE_KEY].pop(key, None)
+    pipeline.normalize()
+    pipeline.load()
 
 
 def check(source_args: dict[str, Any]) -> list[str]:

@@ -5,11 +5,14 @@ workspace, one per repository, one per user), each with its own incremental curs
 skipped or newly added scope never moves another scope's cursor.
 """
 
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Optional, Union
 
 import dlt
+import pyarrow.compute as pc
 from dlt.extract.resource import DltResource
 
 from .client import ApiClient, HostGate
@@ -17,6 +20,7 @@ from .cloud import CLOUD
 from .config import retry_values
 from .csv_export import read_csv
 from .details import read_pending
+from .fanin import fan_in
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -26,6 +30,7 @@ from .errors import (
 )
 from .plan import RunPlan, build_plan
 from .readers import (
+    Batch,
     ReadContext,
     Scope,
     changed_periods,
@@ -42,6 +47,9 @@ from .scopes import (
     directory_users,
     discover,
     endpoint_for,
+    CURSOR_COLUMN_STATE_KEY,
+    CURSOR_STATE_KEY,
+    SCOPES_STATE_KEY,
     known_scopes,
     latest_cursor,
     project_scope,
@@ -59,6 +67,7 @@ __all__ = [
 
 EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD, "server": SERVER}
 WINDOW_MARKER = "backfill_windows"
+READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
 
 @dlt.source(name="repo_analytics", max_table_nesting=0)
@@ -155,14 +164,10 @@ def repo_analytics(
                        spec.error_message, spec.error_envelope, plan.client, run_report,
                        host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
-    for endpoint, scope in planned_reads(ctx, range_discovery):
-        resource = endpoint_resource(ctx, endpoint, scope)
-        yield resource
+    for endpoint, scopes in planned_reads(ctx, range_discovery):
+        yield endpoint_resource(ctx, endpoint, scopes)
         if endpoint.details is not None and plan.with_files:
-            yield pending_details_resource(ctx, endpoint, scope)
-        statistics = refreshed_statistics(ctx, endpoint)
-        if statistics is not None:
-            yield statistics_refresh_resource(ctx, endpoint, statistics, scope, resource)
+            yield pending_details_resource(ctx, endpoint, scopes)
     if backfill_window is not None:
         yield window_marker(backfill_window["key"], backfill_window["signature"], run_report)
 
@@ -183,18 +188,21 @@ def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> Dlt
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
 
 
-def pending_details_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> DltResource:
-    """Fetches the details the list resource of `endpoint` and `scope` had to skip in earlier
-    runs (its state holds them), however old: without the list's incremental filter."""
-    owner = f"{endpoint.name}:{scope.key}"
+def pending_details_resource(ctx: ReadContext, endpoint: Endpoint,
+                             scopes: Sequence[Scope]) -> DltResource:
+    """Fetches the details the list resource of `endpoint` had to skip in earlier runs (its
+    state holds them, per scope), however old: the list reads only its look-back."""
     spec = endpoint.details
 
     def pending() -> Iterator[Any]:
         resources = dlt.current.source_state().setdefault("resources", {})
-        yield from read_pending(ctx, spec, endpoint, scope, resources.setdefault(owner, {}))
+        states = resources.setdefault(endpoint.name, {}).setdefault(SCOPES_STATE_KEY, {})
+        tasks = [partial(read_pending, ctx, spec, endpoint, scope,
+                         states.setdefault(scope.key, {})) for scope in scopes]
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
-    return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}:{scope.key}",
-                        table_name=spec.table, section="repo_analytics")().parallelize()
+    return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}",
+                        table_name=spec.table, section="repo_analytics")()
 
 
 def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoint]:
@@ -205,33 +213,28 @@ def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoi
     return endpoint_for(ctx, listing.refreshes[0], listing.level)
 
 
-def statistics_refresh_resource(ctx: ReadContext, listing: Endpoint, statistics: Endpoint,
-                                scope: Scope, parent: DltResource) -> DltResource:
-    """Reads again the statistics periods in which items of `listing` that this run read
-    (they changed) were created, where older than the statistics' own look-back, however old
-    (a backfill may have loaded them): counted by creation period, those periods' numbers by
-    state changed. A transformer of the list resource, so it sees every page the list reads,
-    in the same run."""
+def with_refresh(ctx: ReadContext, listing: Endpoint, statistics: Endpoint, scope: Scope,
+                 batches: Iterator[Batch]) -> Iterator[Batch]:
+    """The list's batches, each followed by the statistics periods in which items of it
+    were created, where older than the statistics' own look-back, however old (a backfill may
+    have loaded them): counted by creation period, those periods' numbers changed with the
+    items. A failed refresh skips the refresh of this scope, not its list."""
     assert listing.refreshes is not None
     created_column = listing.refreshes[1]
     seen: set[datetime] = set()
-
-    def refresh(page: Any, meta: Any = None) -> Iterator[Any]:
-        if (getattr(meta, "hints", None) or {}).get("table_name") != listing.table:
-            return  # the list's child tables (reviewers, participants) pass by
-        spans = changed_periods(ctx, created_column, page, seen)
+    for batch in batches:
+        yield batch
+        if batch.table_name != listing.table:
+            continue  # the list's child tables (reviewers, participants)
+        spans = changed_periods(ctx, created_column, batch.table, seen)
         if spans:
             yield from skipping(ctx, statistics, scope,
                                 statistics_table(ctx, statistics, scope, spans))
 
-    return dlt.transformer(refresh, name=f"{statistics.name}.refresh:{scope.key}",
-                           data_from=parent, table_name=statistics.table,
-                           section="repo_analytics").parallelize()
-
 
 def planned_reads(ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = None
-                  ) -> Iterator[tuple[Endpoint, Scope]]:
-    """(endpoint, scope) pairs of this run, scopes discovered once and shared."""
+                  ) -> Iterator[tuple[Endpoint, list[Scope]]]:
+    """Each endpoint of this run with its scopes, discovered once and shared."""
     plan = ctx.plan
     wanted = [e for e in plan.edition.endpoints
               if e.level in plan.levels and e.resource in plan.resources]
@@ -245,8 +248,7 @@ def planned_reads(ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = 
         scopes["project"] = [project_scope(ctx, key) for key in projects]
         scopes["user"] = [user_scope(ctx, user) for user in users]
     for endpoint in wanted:
-        for scope in scopes.get(endpoint.level, ()):
-            yield endpoint, scope
+        yield endpoint, scopes.get(endpoint.level, [])
 
 
 def scopes_to_read(ctx: ReadContext, need_users: bool,
@@ -293,40 +295,76 @@ def scopes_to_read(ctx: ReadContext, need_users: bool,
     return repositories, users
 
 
-def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> DltResource:
-    """One dlt resource reading `endpoint` for `scope`, with its own cursor."""
+def endpoint_resource(ctx: ReadContext, endpoint: Endpoint,
+                      scopes: Sequence[Scope]) -> DltResource:
+    """One dlt resource reading `endpoint` for all of its scopes, `concurrency` at once.
+
+    Each scope keeps its own cursor in the resource's state (`scopes.<key>.last_value`), set
+    to the run's end once the scope was read completely: a skipped scope keeps its cursor,
+    and a new scope starts at `start_date`, whatever the other scopes' cursors.
+    """
+    def read_scopes() -> Iterator[Any]:
+        state = dlt.current.resource_state()
+        if endpoint.cursor:
+            state[CURSOR_COLUMN_STATE_KEY] = endpoint.cursor  # shown by `repo-analytics state`
+        states = state.setdefault(SCOPES_STATE_KEY, {})
+        tasks = [partial(read_scope, ctx, endpoint,
+                         replace(scope, state=states.setdefault(scope.key, {})))
+                 for scope in scopes]
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
+
+    return dlt.resource(read_scopes, name=endpoint.name, table_name=endpoint.table,
+                        section="repo_analytics")()
+
+
+def read_scope(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[Batch]:
+    """Every batch of `endpoint` for one scope, from its cursor less the look-back (a
+    backfill window: exactly the window). Once the scope is read completely, its cursor
+    becomes the newest cursor value read (as dlt's incremental cursors did)."""
     plan = ctx.plan
-    # Table hints travel with each yielded table (readers.tagged): one resource feeds a table
-    # and its child tables, and each must keep its own keys.
-    # `.parallelize()` after the call: dlt drops a decorator's `parallelized=True` when the
-    # resource is called with an incremental argument, and the scopes then run one by one.
-    hints: dict[str, Any] = dict(name=f"{endpoint.name}:{scope.key}", table_name=endpoint.table,
-                                 section="repo_analytics")
     if endpoint.kind == "directory":
-        def directory() -> Iterator[Any]:
-            yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
+        yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
+        return
+    stored = None if plan.backfill else scope.state.get(CURSOR_STATE_KEY)
+    batches = READERS[endpoint.kind](ctx, endpoint, scope, stored)
+    statistics = refreshed_statistics(ctx, endpoint)
+    if statistics is not None:
+        batches = with_refresh(ctx, endpoint, statistics, scope, batches)
+    newest: list[datetime] = []
+    complete = yield from skipping(ctx, endpoint, scope, tracking(endpoint, batches, newest))
+    # A backfill window never touches the nightly cursors (its pipeline is its own anyway).
+    if complete and newest and not plan.backfill:
+        scope.state[CURSOR_STATE_KEY] = max(newest + stored_cursor(stored))
 
-        return dlt.resource(directory, **hints)().parallelize()
 
-    slack = plan.cursor_slack(endpoint.cursor_naive)
-    initial = plan.start - slack
-    # A backfill window reads exactly its range: dlt then keeps the stored cursor untouched,
-    # so a backfill never moves the nightly cursor (back or forth). The end is closed: a
-    # statistics period or export window ending at the window's end has that end as its
-    # cursor (`period_end`, `window_end`), and an open end would drop it.
-    end = plan.until + slack if plan.backfill else None
-    if endpoint.cursor_naive:
-        initial = initial.replace(tzinfo=None)
-        end = end.replace(tzinfo=None) if end is not None else None
-    reader = {"list": read_list, "statistics": read_statistics, "csv": read_csv}[endpoint.kind]
+def tracking(endpoint: Endpoint, batches: Iterator[Batch],
+             newest: list[datetime]) -> Iterator[Batch]:
+    """The batches; the newest cursor value of the endpoint's own table goes to `newest`
+    (as UTC: a zone-less cursor column is read as UTC, as `readers.bounds` does)."""
+    for batch in batches:
+        if endpoint.cursor and batch.table_name == endpoint.table:
+            value = pc.max(batch.table.column(endpoint.cursor)).as_py()
+            if isinstance(value, datetime):
+                newest[:] = [max(newest + [value if value.tzinfo else
+                                           value.replace(tzinfo=UTC)])]
+        yield batch
 
-    def dated(cursor: Any = dlt.sources.incremental(
-            endpoint.cursor or "", initial_value=initial, end_value=end, primary_key=(),
-            range_end="closed",
-            lag=(plan.lookback + 2 * slack) / timedelta(seconds=1))) -> Iterator[Any]:
-        # `cursor.last_value` is already stepped back by `lag` (dlt applies it, so that its
-        # filter keeps re-read rows); `bounds` subtracts the look-back from the stored value.
-        stored = None if plan.backfill else cursor.get_state().get("last_value")
-        yield from skipping(ctx, endpoint, scope, reader(ctx, endpoint, scope, stored))
 
-    return dlt.resource(dated, **hints)().parallelize()
+def stored_cursor(stored: Any) -> list[datetime]:
+    if not isinstance(stored, datetime):
+        return []
+    return [stored if stored.tzinfo else stored.replace(tzinfo=UTC)]
+
+
+def source_items(batches: Iterator[Batch]) -> Iterator[Any]:
+    """Batches as dlt items: a table's hints go with its first batch (and again only if they
+    change), later batches carry just the table name. dlt recomputes and validates a table's
+    schema for every item that carries hints."""
+    sent: dict[str, Any] = {}
+    for batch in batches:
+        name = batch.table_name
+        if sent.get(name) != batch.hints:
+            sent[name] = batch.hints
+            yield dlt.mark.with_hints(batch.table, batch.hints, create_table_variant=True)
+        else:
+            yield dlt.mark.with_table_name(batch.table, name)

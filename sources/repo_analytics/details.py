@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import dlt
 import pyarrow as pa
 
 from .errors import SkippableApiError
@@ -51,7 +50,7 @@ class DetailSpec:
 def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
                  scope: Scope) -> Iterator[Any]:
     """Detail rows for the items of one page not fetched before, as one table."""
-    state = dlt.current.resource_state()
+    state = scope.state
     fetched = state.setdefault(FETCHED_STATE_KEY, {})
     pending = state.setdefault(PENDING_STATE_KEY, {})
     ids = table.column(spec.id_column).to_pylist()

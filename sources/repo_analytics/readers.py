@@ -7,7 +7,7 @@ entries (the scope is skipped, the run goes on) and let fatal ones end the run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,9 @@ class Scope:
     key: str
     path_values: Mapping[str, str]
     context: Mapping[str, Any] = field(default_factory=dict)
+    # this scope's part of the reading resource's state (its cursor, fetched details); set
+    # per endpoint when the resource reads the scope
+    state: MutableMapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def path(self, template: str) -> str:
         return template.format(**{k: quote(v, safe="") for k, v in self.path_values.items()})
@@ -56,6 +59,19 @@ class ReadContext:
     # natural keys yielded so far in this run, per table (see `emit`)
     emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows for one table with that table's hints: what the readers yield. The resource
+    hands the hints to dlt once per table (`source_items`), not with every page."""
+
+    table: pa.Table
+    hints: Any
+
+    @property
+    def table_name(self) -> str:
+        return str(self.hints["table_name"])
 
 
 def label_of(endpoint: Endpoint, scope: Scope) -> str:
@@ -118,7 +134,7 @@ def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
     return hints
 
 
-def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Any]:
+def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
     """`table` with its hints, less the rows that must not reach the destination twice.
 
     Each natural key is yielded once per run: several levels read the same commit (one set
@@ -145,7 +161,7 @@ def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Any]:
     if not all(keep):
         table = table.filter(pa.array(keep, type=pa.bool_()))
     if table.num_rows:
-        yield dlt.mark.with_hints(table, hints, create_table_variant=True)
+        yield Batch(table, hints)
 
 
 def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
@@ -286,8 +302,9 @@ def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterat
 
 
 def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-             rows: Iterator[Any]) -> Iterator[Any]:
-    """Run a reader; a skippable error ends this scope only, and is reported."""
+             rows: Iterator[Batch]) -> Generator[Batch, None, bool]:
+    """Run a reader; a skippable error ends this scope only, and is reported. Returns
+    whether the scope was read completely (its cursor may move)."""
     try:
         yield from rows
     except SkippableApiError as error:
@@ -295,6 +312,8 @@ def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         if error.kind in endpoint.absent_on:
             ctx.report.note(f"{label}: {error}; nothing to read")
             logger.info(f"{label}: {error}; nothing to read")
-            return
+            return True
         ctx.report.skip(label, error.kind, str(error))
         logger.warning(f"skipped {label}: {error}")
+        return False
+    return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -117,16 +117,27 @@ def directory_users(ctx: ReadContext) -> list[str] | None:
     return sorted(table.column(ctx.plan.edition.user_key).to_pylist())
 
 
+SCOPES_STATE_KEY = "scopes"  # a resource's state: its scopes' own states, by scope key
+CURSOR_STATE_KEY = "last_value"  # a scope's state: the newest cursor value it read
+CURSOR_COLUMN_STATE_KEY = "cursor_column"  # a resource's state: the column its cursors follow
+
+
+def scope_states(resource_states: Mapping[str, Any], prefix: str = ""
+                 ) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(resource name, scope key, scope state) of resources whose name starts with `prefix`."""
+    for name, state in resource_states.items():
+        if name.startswith(prefix) and isinstance(state, Mapping):
+            for key, scope_state in (state.get(SCOPES_STATE_KEY) or {}).items():
+                yield name, key, scope_state
+
+
 def stored_cursors(resource_states: Mapping[str, Any], prefix: str = "") -> list[datetime]:
     """Stored cursors (as UTC) of resources whose name starts with `prefix`."""
     values: list[datetime] = []
-    for name, state in resource_states.items():
-        if not name.startswith(prefix):
-            continue
-        for cursor in (state.get("incremental") or {}).values():
-            last = cursor.get("last_value")
-            if isinstance(last, datetime):
-                values.append(last if last.tzinfo else last.replace(tzinfo=UTC))
+    for _, _, state in scope_states(resource_states, prefix):
+        last = state.get(CURSOR_STATE_KEY)
+        if isinstance(last, datetime):
+            values.append(last if last.tzinfo else last.replace(tzinfo=UTC))
     return values
 
 
@@ -136,11 +147,7 @@ def latest_cursor(resource_states: Mapping[str, Any], prefix: str = "") -> datet
 
 
 def known_scopes(resource_states: Mapping[str, Any], level: str) -> set[tuple[str, ...]]:
-    """Scopes of `level` read before: resources are named `<resource>.<level>:<scope key>`,
-    and their state is persisted (the source function's own state writes are discarded)."""
-    found: set[tuple[str, ...]] = set()
-    for name in resource_states:
-        endpoint, _, key = name.partition(":")
-        if key and endpoint.endswith("." + level):
-            found.add(tuple(key.split("/")))
-    return found
+    """Scopes of `level` read before: resources are named `<resource>.<level>`, and keep a
+    state per scope (the source function's own state writes are discarded by dlt)."""
+    return {tuple(key.split("/")) for name, key, _ in scope_states(resource_states)
+            if name.endswith("." + level)}

@@ -262,10 +262,11 @@ def data_tables(db_file: Path) -> list[str]:
 
 
 def cursors(loader: Loader) -> dict[str, Any]:
-    """Each resource's stored incremental state (the nightly cursors)."""
+    """Each resource's stored cursor per scope (the nightly cursors), as `resource:scope`."""
     resources = loader.pipeline().state["sources"]["repo_analytics"]["resources"]
-    return {name: json.loads(json.dumps(value["incremental"], default=str))
-            for name, value in resources.items() if "incremental" in value}
+    return {f"{name}:{key}": json.loads(json.dumps(scope["last_value"], default=str))
+            for name, value in resources.items()
+            for key, scope in value.get("scopes", {}).items() if "last_value" in scope}
 
 
 def source_args(loader: Loader, **overrides: Any) -> dict[str, Any]:

@@ -1138,7 +1138,9 @@ def test_unindexed_commits_are_all_fetched_next_run(unindexed: Unindexed) -> Non
     u = unindexed
     assert set(single_commit_ids(u.again_log)) == u.skipped
     check_files(u.loader, u.sim)
-    states = u.loader.pipeline().state["sources"]["repo_analytics"]["resources"]
+    resources = u.loader.pipeline().state["sources"]["repo_analytics"]["resources"]
+    states = {f"{name}:{key}": scope for name, value in resources.items()
+              for key, scope in value.get("scopes", {}).items()}
     assert any("details_fetched" in state for state in states.values())
     assert not [name for name, state in states.items() if state.get("details_pending")]
 
