@@ -172,6 +172,7 @@ class WindowRunner:
         if mine is None:
             name = window_pipeline_name(self.pipeline.pipeline_name, next(self._slots))
             mine = self._local.pipeline = sibling(self.pipeline, name)
+            self._local.restored = False
         return mine
 
     def run(self, index: int, start: datetime, end: datetime) -> WindowOutcome | None:
@@ -182,7 +183,10 @@ class WindowRunner:
         report = RunReport()
         self.progress.watch(report)
         try:
-            loaded = run_load(self.own_pipeline(), start_date=start.isoformat(),
+            pipeline = self.own_pipeline()
+            restore = not self._local.restored  # its first window: state may be elsewhere
+            self._local.restored = True
+            loaded = run_load(pipeline, start_date=start.isoformat(), restore=restore,
                               end_date=end.isoformat(), now=self.clock,
                               backfill_window={"key": key, "signature": self.wanted},
                               host_gate=self.gate, range_discovery=self.discovery,

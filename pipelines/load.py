@@ -12,6 +12,7 @@ from typing import Any
 import dlt
 from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
+from dlt.common.storages.exceptions import SchemaNotFoundError
 
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
@@ -20,6 +21,7 @@ from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
+SCHEMA_NAME = "repo_analytics"  # the source's schema
 
 
 @dataclass
@@ -55,14 +57,16 @@ def check_dataset_name(name: str) -> None:
 
 
 def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | None = None,
-             views: bool = True, report: RunReport | None = None,
+             views: bool = True, report: RunReport | None = None, restore: bool = True,
              **source_args: Any) -> LoadResult:
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
     `concurrency` (scopes read at once) is dlt's extract worker count for this run, unless
     EXTRACT__WORKERS is set in the environment. `load_lock` is held while the destination is
     used (restoring state, loading, views): the backfill's windows share one DuckDB writer.
-    `report` collects the run's counts (a new one when not given).
+    `report` collects the run's counts (a new one when not given). `restore=False` skips
+    asking the destination for newer state: a backfill's window pipeline asks once, before its
+    first window (its later windows follow its own loads).
     """
     report = report if report is not None else RunReport()
     guard = load_lock or nullcontext()
@@ -70,7 +74,8 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     try:
         with guard:
             settle_pending(pipeline)
-            restore_state(pipeline)
+            if restore:
+                restore_state(pipeline)
         workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
         with extract_workers(workers):
             if pipeline.destination.destination_name == "filesystem":
@@ -147,13 +152,30 @@ def sibling(pipeline: dlt.Pipeline, name: str) -> dlt.Pipeline:
     from nothing while its state row still recorded the window as finished."""
     imports = pipeline.schemas.config.import_schema_path
     pinned = imports if imports and any(Path(imports).glob("*.schema.yaml")) else None
-    return dlt.pipeline(
+    each = dlt.pipeline(
         pipeline_name=name,
         destination=own_staging(pipeline.destination, name),
         dataset_name=pipeline.dataset_name,
         pipelines_dir=pipeline.pipelines_dir,
         import_schema_path=pinned,  # type: ignore[arg-type]  # None: none pinned
     )
+    if pinned:
+        import_once(each)
+    return each
+
+
+def import_once(pipeline: dlt.Pipeline) -> None:
+    """Import the pinned schema now (when new or changed), and not again in this process.
+
+    dlt compares the import file with the stored schema each time it reads the schema from
+    the working folder, several times per load, parsing the YAML every time: measured, a
+    third of a year's backfill's Python time went there. A window pipeline lives for one
+    backfill, in which the file does not change."""
+    try:
+        pipeline.schemas.load_schema(SCHEMA_NAME)
+    except SchemaNotFoundError:
+        pass  # nothing pinned under this name
+    pipeline.schemas.config.import_schema_path = None  # type: ignore[assignment]
 
 
 def own_staging(destination: Any, owner: str) -> Any:
