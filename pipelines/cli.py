@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--since", default=None, help="first day (or use --days)")
     backfill.add_argument("--until", default=None, help="end, exclusive (default now)")
     backfill.add_argument("--days", type=int, default=None, help="the last N days")
-    backfill.add_argument("--window-days", type=int, default=30, help="window size (30)")
+    backfill.add_argument("--window-days", type=int, default=92,
+                          help="window size in days (92: each window is a dlt load)")
     backfill.add_argument("--parallel-windows", type=int, default=2, metavar="N",
                           help="windows loaded at once, 1 to 8 (2); they share the host's "
                                "rate limit and `concurrency` open requests")

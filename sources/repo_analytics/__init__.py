@@ -98,6 +98,7 @@ def repo_analytics(
     merge_strategy: Optional[str] = None,
     host_gate: Optional[HostGate] = None,
     range_discovery: Optional[RangeDiscovery] = None,
+    nightly_cursors: Optional[dict[str, dict[str, datetime]]] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
@@ -138,6 +139,9 @@ def repo_analytics(
         range_discovery: set by the backfill: users discovered once over its whole range,
             read by every window (a window's own lists miss users active in it only under
             alias e-mails).
+        nightly_cursors: set by a finished backfill that reached the clock: `{resource:
+            {scope key: the backfill's end}}`. The run reads nothing; it moves each scope's
+            cursor up to that end, so the first nightly reads only its look-back.
 
     Yields:
         One resource per selected endpoint and scope.
@@ -158,6 +162,10 @@ def repo_analytics(
         "token": token, "username": username, "password": password,
     }, now)
     run_report = report if report is not None else RunReport()
+    if nightly_cursors is not None:
+        for name, cursors in nightly_cursors.items():
+            yield cursor_seed(name, cursors)
+        return
     run_report.read_range = (plan.start if plan.backfill
                              else max(plan.start, plan.until - plan.lookback), plan.until)
     client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
@@ -165,11 +173,27 @@ def repo_analytics(
                        host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scopes in planned_reads(ctx, range_discovery):
+        if endpoint.cursor:
+            run_report.planned[endpoint.name] = {scope.key for scope in scopes}
         yield endpoint_resource(ctx, endpoint, scopes)
         if endpoint.details is not None and plan.with_files:
             yield pending_details_resource(ctx, endpoint, scopes)
     if backfill_window is not None:
         yield window_marker(backfill_window["key"], backfill_window["signature"], run_report)
+
+
+def cursor_seed(name: str, cursors: dict[str, datetime]) -> DltResource:
+    """Moves the cursors of resource `name` up to the given values (never back); reads
+    nothing. dlt commits the state with an otherwise empty load."""
+    def seed() -> Iterator[Any]:
+        states = dlt.current.resource_state().setdefault(SCOPES_STATE_KEY, {})
+        for key, value in cursors.items():
+            state = states.setdefault(key, {})
+            state[CURSOR_STATE_KEY] = max(stored_cursor(state.get(CURSOR_STATE_KEY))
+                                          + stored_cursor(value))
+        yield from ()
+
+    return dlt.resource(seed, name=name, section="repo_analytics")()
 
 
 def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> DltResource:

@@ -66,6 +66,8 @@ class RunReport:
     # [start, end) that every scope of the run read, whatever its cursor: a backfill window,
     # or a nightly run's look-back before its frozen end
     read_range: tuple[datetime, datetime] | None = None
+    # the scope keys each resource (endpoint and level) was to read in this run
+    planned: dict[str, set[str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _began: float = field(default_factory=time.monotonic, repr=False)
     _ended: float | None = field(default=None, repr=False)

@@ -645,6 +645,36 @@ def test_backfill_never_moves_the_nightly_cursor(tmp_path: Path) -> None:
                                   allowed=(backfill_start - SLACK, CLOCK))
 
 
+@pytest.mark.parametrize("edition", ["cloud", "server"])
+def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
+        tmp_path: Path, edition: str) -> None:
+    """A backfill that reaches the clock sets every scope's nightly cursor to its end, so the
+    first nightly run reads only its look-back (3 days, plus the slack of zone-less dates),
+    not the months since `start_date`, at most one request per scope and list; the tables
+    still equal the truth."""
+    with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
+        args: dict[str, Any] = {"levels": ["repository"],
+                                "resources": ["commits", "pull_requests"]}
+        loader = Loader(sim, tmp_path)
+        result, _ = backfill(loader, SINCE, None, **args)
+        assert not result.partial
+        stored = cursors(loader)
+        repositories = {repository_scope(r, edition) for r in sim.truth("repositories")}
+        assert {name.split(":", 1)[1] for name in stored} == repositories
+        assert set(stored.values()) == {str(CLOCK)}
+
+        before = sim.requests()["total"]
+        loader.load(**args)  # the Loader's start_date is 2026-03-01: three months back
+        nightly = [e for e in log_since(sim, before) if dated(e)]
+        earliest = CLOCK - timedelta(days=3) - SLACK
+        assert nightly and all(dated(e)[0] >= earliest for e in nightly), min(
+            dated(e)[0] for e in nightly)
+        lists = [e for e in nightly if ".list.repository" in e["endpoint"]]
+        assert len(lists) <= 2 * len(repositories)
+        assert_tables_equal_truth(loader.db_file, sim, edition, required=(SINCE, CLOCK),
+                                  allowed=(SINCE - SLACK, CLOCK))
+
+
 # --------------------------------------------------------------------------------------------
 # kill -9 in the middle of a backfill, then resume
 # --------------------------------------------------------------------------------------------
