@@ -59,7 +59,7 @@ def test_every_table_and_config_key_is_documented() -> None:
                 assert f"`{child.table}`" in README, child.table
     # set by our own pipelines, not by users
     internal = {"report", "now", "backfill_window", "merge_strategy", "host_gate",
-                "range_discovery"}
+                "range_discovery", "nightly_cursors"}
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
     for name in parameters:
         if name == "retry":

@@ -1,8 +1,9 @@
 """dlt source for the Repository Analytics Export API, cloud and self-hosted editions.
 
-`repo_analytics` is the source; its resources are made per endpoint and scope (one for the
-workspace, one per repository, one per user), each with its own incremental cursor, so a
-skipped or newly added scope never moves another scope's cursor.
+`repo_analytics` is the source; it has one resource per endpoint and level (e.g.
+`commits.repository`), which reads all of its scopes (the workspace, each repository, each
+user), `concurrency` at once, and keeps a cursor per scope in its own state, so a skipped or
+newly added scope never moves another scope's cursor.
 """
 
 from collections.abc import Iterator, Sequence
@@ -12,6 +13,7 @@ from functools import partial
 from typing import Any, Optional, Union
 
 import dlt
+import pyarrow as pa
 import pyarrow.compute as pc
 from dlt.extract.resource import DltResource
 
@@ -19,8 +21,7 @@ from .client import ApiClient, HostGate
 from .cloud import CLOUD
 from .config import retry_values
 from .csv_export import read_csv
-from .details import read_pending
-from .fanin import fan_in
+from .details import PENDING_STATE_KEY, read_pending
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -28,6 +29,7 @@ from .errors import (
     RetryBudgetExhausted,
     SkippableApiError,
 )
+from .fanin import fan_in
 from .plan import RunPlan, build_plan
 from .readers import (
     Batch,
@@ -42,14 +44,14 @@ from .readers import (
 )
 from .report import RunReport
 from .scopes import (
+    CURSOR_COLUMN_STATE_KEY,
+    CURSOR_STATE_KEY,
+    SCOPES_STATE_KEY,
     Discovered,
     RangeDiscovery,
     directory_users,
     discover,
     endpoint_for,
-    CURSOR_COLUMN_STATE_KEY,
-    CURSOR_STATE_KEY,
-    SCOPES_STATE_KEY,
     known_scopes,
     latest_cursor,
     project_scope,
@@ -58,6 +60,7 @@ from .scopes import (
     user_scope,
 )
 from .server import SERVER
+from .settings import ROWS_PER_ITEM
 from .tables import EditionSpec, Endpoint
 
 __all__ = [
@@ -118,8 +121,8 @@ def repo_analytics(
         lookback_days: how far before each cursor every run re-reads, for late data.
         page_size: page size; the edition's maximum by default.
         statistics_period: day, week or month: the grain of statistics rows.
-        concurrency: how many scopes (and single commits) are read at once, and the most
-            requests open to the host at once.
+        concurrency: how many scopes each resource (and single commits) reads at once, and
+            the most requests open to the host at once.
         with_files: self-hosted: fetch each new commit's per-file line changes.
         retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...); from
             config, the `retry` table with each `SOURCES__REPO_ANALYTICS__RETRY__<KEY>`
@@ -144,7 +147,7 @@ def repo_analytics(
             cursor up to that end, so the first nightly reads only its look-back.
 
     Yields:
-        One resource per selected endpoint and scope.
+        One resource per selected endpoint and level.
     """
     spec = EDITION_SPECS.get(edition)
     if spec is None:
@@ -218,11 +221,18 @@ def pending_details_resource(ctx: ReadContext, endpoint: Endpoint,
     state holds them, per scope), however old: the list reads only its look-back."""
     spec = endpoint.details
 
+    # read now, in the source function: while the resources run, the list resource adds
+    # the items it has just tried
+    stored = dlt.current.source_state().get("resources", {}).get(endpoint.name, {})
+    wanted = {key: list((state.get(PENDING_STATE_KEY) or {}).items())
+              for key, state in (stored.get(SCOPES_STATE_KEY) or {}).items()}
+
     def pending() -> Iterator[Any]:
         resources = dlt.current.source_state().setdefault("resources", {})
         states = resources.setdefault(endpoint.name, {}).setdefault(SCOPES_STATE_KEY, {})
         tasks = [partial(read_pending, ctx, spec, endpoint, scope,
-                         states.setdefault(scope.key, {})) for scope in scopes]
+                         states.setdefault(scope.key, {}), wanted.get(scope.key, []))
+                 for scope in scopes if wanted.get(scope.key)]
         yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
     return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}",
@@ -380,15 +390,37 @@ def stored_cursor(stored: Any) -> list[datetime]:
     return [stored if stored.tzinfo else stored.replace(tzinfo=UTC)]
 
 
-def source_items(batches: Iterator[Batch]) -> Iterator[Any]:
-    """Batches as dlt items: a table's hints go with its first batch (and again only if they
-    change), later batches carry just the table name. dlt recomputes and validates a table's
-    schema for every item that carries hints."""
+def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM
+                 ) -> Iterator[Any]:
+    """Batches as dlt items, each table's pages gathered up to `rows_per_item` rows.
+
+    dlt computes and validates a table's schema for every Arrow item and for every item
+    carrying hints: so a table's hints go with its first item only (again only if they
+    change), and pages are gathered into larger items.
+    """
     sent: dict[str, Any] = {}
+    gathered: dict[str, list[Batch]] = {}
+    rows: dict[str, int] = {}
+
+    def handed(name: str) -> Iterator[Any]:
+        group = gathered.pop(name)
+        rows.pop(name)
+        table = pa.concat_tables([b.table for b in group]) if len(group) > 1 else group[0].table
+        hints = group[0].hints
+        if sent.get(name) != hints:
+            sent[name] = hints
+            yield dlt.mark.with_hints(table, hints, create_table_variant=True)
+        else:
+            yield dlt.mark.with_table_name(table, name)
+
     for batch in batches:
         name = batch.table_name
-        if sent.get(name) != batch.hints:
-            sent[name] = batch.hints
-            yield dlt.mark.with_hints(batch.table, batch.hints, create_table_variant=True)
-        else:
-            yield dlt.mark.with_table_name(batch.table, name)
+        group = gathered.get(name)
+        if group and (group[0].hints != batch.hints or group[0].table.schema != batch.table.schema):
+            yield from handed(name)
+        gathered.setdefault(name, []).append(batch)
+        rows[name] = rows.get(name, 0) + batch.table.num_rows
+        if rows[name] >= rows_per_item:
+            yield from handed(name)
+    for name in list(gathered):
+        yield from handed(name)

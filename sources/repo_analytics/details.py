@@ -4,8 +4,7 @@ Opt-in (`with_files`). Items already fetched are remembered in the list resource
 state, pruned to the look-back horizon: a nightly run re-reads only that window, so nothing
 older can come back, and the state stays small. Items skipped for a reason the host clears
 (unindexed changes) are remembered as pending, and a resource of their own fetches them on
-every later run until it gets them, however old: the list resource cannot, because dlt's
-incremental filter drops rows older than its cursor, and detail rows carry the item's time.
+every later run until it gets them, however old: the list resource reads only its look-back.
 """
 
 from __future__ import annotations
@@ -77,11 +76,13 @@ def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
 
 
 def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: Scope,
-                 owner: MutableMapping[str, Any]) -> Iterator[Any]:
-    """Detail rows of the items an earlier run of the list resource (whose state is `owner`)
-    had to skip; each answer is the item itself too, so its key and time come from it."""
-    pending = owner.get(PENDING_STATE_KEY) or {}
-    wanted = list(pending.items())  # the list resource may add to it meanwhile
+                 owner: MutableMapping[str, Any], wanted: list[tuple[str, Any]]
+                 ) -> Iterator[Any]:
+    """Detail rows of the items `wanted`, which an earlier run of the list resource (whose
+    state is `owner`) had to skip; each answer is the item itself too, so its key and time
+    come from it. `wanted` is read before the run: the list resource adds to the pending
+    items while it runs, and those it has just tried."""
+    pending = owner.setdefault(PENDING_STATE_KEY, {})
     if not wanted:
         return
     label = label_of_details(spec, scope)

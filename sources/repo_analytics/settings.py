@@ -17,6 +17,9 @@ NAIVE_DATE_SLACK_HOURS: Final = 26
 DEFAULT_START_DAYS: Final = 30
 STATISTICS_PERIODS: Final = ("day", "week", "month")
 DEFAULT_CONCURRENCY: Final = 4
+# Rows of one table handed to dlt as one Arrow item: dlt computes and checks a table's schema
+# for every Arrow item it is given, so pages are gathered (a page holds 100-1,000 rows).
+ROWS_PER_ITEM: Final = 20_000
 
 
 @dataclass(frozen=True)
