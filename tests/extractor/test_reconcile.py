@@ -11,8 +11,9 @@ column and the runs' `LoadInfo`, what was asked for from the simulator's request
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from pipelines.reconcile import reconcile_pipeline
 from simulator import Simulator
 from tests.extractor.conftest import DESTINATIONS, Loader
-from tests.extractor.test_backfill import dated, log_since
+from tests.extractor.test_backfill import cli_env, dated, log_since, query, run_cli
 
 VERDICT = "reconciliation with the API's statistics: "
 
@@ -148,3 +149,33 @@ def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
         f"{VERDICT}PASSED ({check.checked} checks, 0 mismatches; {len(own)} statistics rows "
         f"written by this run from the API's answers, {len(older)} older rows re-checked)")
 
+
+def test_cli_backfill_asks_no_statistics_row_twice(make_sim: Callable[..., Simulator],
+                                                   tmp_path: Path) -> None:
+    """`repo-analytics backfill` of the repository-level statistics alone, in three windows:
+    each stored row is asked for once, by the window that loaded it; the reconciliation
+    after the windows asks for none of them again (they are this run's), and says so."""
+    sim = make_sim(edition="cloud")
+    before = sim.requests()["total"]
+    done = run_cli(tmp_path, cli_env(sim), "backfill", "--since", "2026-05-01", "--until",
+                   "2026-05-31", "--window-days", "10", "--levels", "repository",
+                   "--resources", ",".join(RESOURCES["cloud"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = log_since(sim, before)
+    statistics = [e for e in log if "statistics" in e["endpoint"]]
+    repeated = Counter((e["path"], json.dumps(e["params"], sort_keys=True))
+                       for e in statistics)
+    assert [key for key, count in repeated.items() if count > 1] == []
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return query(tmp_path / "data.duckdb", sql)
+
+    held = stored(rows, "cloud")
+    assert len(held) > 30 and Counter(held.keys()) == asked(log, "cloud")
+    verdict = [line for line in done.stdout.splitlines() if line.startswith(VERDICT)]
+    assert verdict == [f"{VERDICT}PASSED (0 checks, 0 mismatches; {len(held)} statistics "
+                       "rows written by this run from the API's answers, 0 older rows "
+                       "re-checked)"], done.stdout
+    report: Mapping[str, Any] = json.loads((tmp_path / "data.report.json").read_text())
+    assert report["reconciliation"]["statistics_rows"] == {"written_by_run": len(held),
+                                                           "rechecked": 0}
