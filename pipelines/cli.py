@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +109,17 @@ def load_command(args: argparse.Namespace) -> int:
         progress.watch(report)
         result = run_load(make_cli_pipeline(args), report=report, **overrides)
     print_summary(result)
-    check = reconciled(args, result.pipeline, [report])
+    check = reconciled(args, result.pipeline, [report], result.load_ids)
     write_report(args, {"load": report.as_dict(),
                         "reconciliation": check.as_dict() if check else None})
     return exit_code(report.partial, check)
 
 
-def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any]) -> Any:
+def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any],
+               run_loads: Iterable[str]) -> Any:
     """What the runs read, reconciled with the API's statistics and printed; None when
-    switched off. Reconciliation never fails a load: a host that refuses it is a note."""
+    switched off. Reconciliation never fails a load: a host that refuses it is a note.
+    `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again."""
     from pipelines.reconcile import Reconciliation, reconcile_pipeline
     from sources.repo_analytics import RepoAnalyticsError
 
@@ -125,7 +127,8 @@ def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any]) -> A
     if args.no_reconcile or not windows:
         return None
     try:
-        check = reconcile_pipeline(pipeline, windows, resolved_source_args(args))
+        check = reconcile_pipeline(pipeline, windows, resolved_source_args(args),
+                                   frozenset(run_loads))
     except RepoAnalyticsError as error:
         check = Reconciliation(0, [], [f"not run: {error}"])
     check.skipping(reports)
@@ -305,8 +308,9 @@ def backfill_command(args: argparse.Namespace) -> int:
                               progress=progress, parallel=args.parallel_windows, **overrides)
     print(f"backfill done: {len(result.windows)} windows, "
           f"{sum(w.resumed for w in result.windows)} already finished before")
-    check = reconciled(args, pipeline,
-                       [w.result.report for w in result.windows if w.result])
+    loaded = [w.result for w in result.windows if w.result]
+    check = reconciled(args, pipeline, [r.report for r in loaded],
+                       [load_id for r in loaded for load_id in r.load_ids])
     write_report(args, {"backfill": [
         {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
          "report": w.result.report.as_dict() if w.result else None} for w in result.windows],

@@ -61,8 +61,10 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"nightly load: {totals.rows} rows read, {totals.requests} requests", flush=True)
         windows = [(w.start, w.end) for w in backfill.windows]
         windows.append((windows[-1][1], new_clock))
-        check = reconcile(str(db_file), args.dataset, windows, source_args).skipping(
-            [*(w.result.report for w in backfill.windows if w.result), nightly.report])
+        loaded = [*(w.result for w in backfill.windows if w.result), nightly]
+        check = reconcile(str(db_file), args.dataset, windows, source_args,
+                          {load_id for r in loaded for load_id in r.load_ids}).skipping(
+            [r.report for r in loaded])
     report = {"backfill": [w.result.report.as_dict() for w in backfill.windows if w.result],
               "nightly": nightly.report.as_dict(), "reconciliation": check.as_dict()}
     db_file.with_suffix(".report.json").write_text(json.dumps(report, indent=2, default=str))

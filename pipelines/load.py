@@ -30,6 +30,12 @@ class LoadResult:
     report: RunReport
     pipeline: Any
 
+    @property
+    def load_ids(self) -> tuple[str, ...]:
+        """The ids of the loads this run made (the `_dlt_load_id` of every row it wrote);
+        a crashed run's packages it finished first are not among them."""
+        return tuple(self.info.loads_ids) if self.info is not None else ()
+
 
 def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None,
                   dataset_name: str = "repo_analytics", pipelines_dir: str | None = None,

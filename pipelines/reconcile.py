@@ -10,7 +10,10 @@ The repository-level statistics tables are checked too, row by row against the A
 for the row's own scope and period: the stored periods that overlap a window, and (for a
 table a list refreshes: pull requests counted by creation period and current state) the
 stored periods in which the list's items updated in a window were created. Those are the
-rows the run should have written or read again; a stale one is a mismatch.
+rows the run should have written or read again; a stale one is a mismatch. A row the run's
+own loads wrote (its `_dlt_load_id` is one of them) is the API's answer for that very scope
+and period, read by this run: it is counted as written by the run and not asked for again.
+Only the other rows (earlier runs', earlier backfills') are requested and compared.
 
 The cloud commit `date` has no zone, so for the cloud edition a commit near a window edge may
 fall on either side: a difference no larger than what the commits within 14 hours of an edge
@@ -20,7 +23,7 @@ fall on either side: a difference no larger than what the commits within 14 hour
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,7 +32,7 @@ from typing import Any, Final
 import dlt
 import duckdb
 
-from pipelines.lake import delta_tables
+from pipelines.lake import LOAD_ID, delta_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
@@ -105,6 +108,7 @@ class StoredPeriod:
     start: datetime
     end: datetime
     landed: tuple[int, ...]
+    load_id: str | None = None  # the load that wrote it (None: written before ids were kept)
 
 
 @dataclass
@@ -124,6 +128,10 @@ class Reconciliation:
     notes: list[str] = field(default_factory=list)  # windows not checked, and why
     # scopes the runs skipped (`resource:scope (kind)`): their rows could not be checked
     unchecked: list[str] = field(default_factory=list)
+    # statistics rows of the checked windows: written by the run's own loads (the API's
+    # answers of this run, not asked for again), and older ones asked for and compared
+    rows_written: int = 0
+    rows_rechecked: int = 0
 
     def skipping(self, reports: Iterable[RunReport]) -> Reconciliation:
         """Name the scopes `reports` skipped: a verdict must not hide what it could not see."""
@@ -136,7 +144,7 @@ class Reconciliation:
 
     def summary(self, shown: int = 10) -> list[str]:
         """The verdict, then up to `shown` mismatches and every note, one line each."""
-        if not self.checked:
+        if not self.checked and not self.rows_written:
             why = "; ".join(note.removeprefix("not run: ") for note in self.notes)
             return ["reconciliation with the API's statistics: not run "
                     f"({why or 'nothing to check'})"]
@@ -147,6 +155,9 @@ class Reconciliation:
                  f"{len(mismatched)} mismatches"
                  + (f", {tolerated} within the edge tolerance of the zone-less cloud commit "
                     "date" if tolerated else "")
+                 + (f"; {self.rows_written} statistics rows written by this run from the "
+                    f"API's answers, {self.rows_rechecked} older rows re-checked"
+                    if self.rows_written or self.rows_rechecked else "")
                  + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked
                     else "") + ")"]
         lines += [f"  not checked, skipped by the run: {scope}"
@@ -163,7 +174,9 @@ class Reconciliation:
     def as_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "ok": self.ok,
                 "differences": [asdict(d) for d in self.differences], "notes": self.notes,
-                "unchecked": self.unchecked}
+                "unchecked": self.unchecked,
+                "statistics_rows": {"written_by_run": self.rows_written,
+                                    "rechecked": self.rows_rechecked}}
 
 
 def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
@@ -194,17 +207,20 @@ def dig(body: Any, path: tuple[str, ...]) -> int:
 
 
 def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime]],
-              source_args: dict[str, Any]) -> Reconciliation:
-    """Compare every repository of a DuckDB file's dataset, window by window, with the API."""
+              source_args: dict[str, Any], run_loads: Collection[str] = ()) -> Reconciliation:
+    """Compare every repository of a DuckDB file's dataset, window by window, with the API.
+    `run_loads`: the ids of the run's own loads (see `reconcile_with`)."""
     with duckdb.connect(db_file, read_only=True) as con:
-        return reconcile_with(con, dataset, windows, source_args)
+        return reconcile_with(con, dataset, windows, source_args, run_loads)
 
 
 def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, datetime]],
-                       source_args: dict[str, Any]) -> Reconciliation:
+                       source_args: dict[str, Any], run_loads: Collection[str] = ()
+                       ) -> Reconciliation:
     """Reconcile what a run loaded into the pipeline's destination: a DuckDB file, or Delta
     tables on a filesystem (read with dlt's deltalake helper); other destinations are not
-    reconciled (a note says so)."""
+    reconciled (a note says so). `run_loads`: the ids of the run's own loads (see
+    `reconcile_with`)."""
     name = pipeline.destination.destination_name
     edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
     checks = CHECKS.get(str(edition))
@@ -213,7 +229,7 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
     if name == "duckdb":
         with pipeline.sql_client() as client:
             return reconcile_with(client.native_connection, pipeline.dataset_name, windows,
-                                  source_args)
+                                  source_args, run_loads)
     if name == "filesystem":
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
@@ -225,17 +241,23 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
                 con.register(f"{table}__delta", delta.to_pyarrow_table())
                 con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
                             f'SELECT * FROM "{table}__delta"')
-            return reconcile_with(con, pipeline.dataset_name, windows, source_args)
+            return reconcile_with(con, pipeline.dataset_name, windows, source_args, run_loads)
     return Reconciliation(0, [], [f"not run: reconciliation reads DuckDB or Delta tables, "
                                   f"not the {name} destination"])
 
 
 def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
                    windows: list[tuple[datetime, datetime]],
-                   source_args: dict[str, Any]) -> Reconciliation:
+                   source_args: dict[str, Any], run_loads: Collection[str] = ()
+                   ) -> Reconciliation:
     """Every repository of the dataset, window by window, for what the run read (repository-
     level commits, pull requests, or both): the API's statistics are fetched in parallel
-    (`concurrency` at once), then compared with what landed."""
+    (`concurrency` at once), then compared with what landed.
+
+    `run_loads` are the ids of the loads the run made (`LoadInfo.loads_ids`): a stored
+    statistics row one of them wrote is the API's answer of this run and is not asked for
+    again (counted in `rows_written`); every other row of the windows is (`rows_rechecked`).
+    None given: every row is asked for."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
     checks = CHECKS[spec.name]
@@ -267,9 +289,12 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
             f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()]
         jobs = [(names, start, end) for names in repositories for start, end in windows
                 if wanted is None or names in wanted]
-    rows = [row for check in measures.statistics
-            for row in stored_periods(con, spec, check, plan.statistics_period, windows,
-                                      present, wanted)]
+    stored = [row for check in measures.statistics
+              for row in stored_periods(con, spec, check, plan.statistics_period, windows,
+                                        present, wanted)]
+    own = frozenset(run_loads)
+    rows = [row for row in stored if row.load_id is None or row.load_id not in own]
+    result.rows_written, result.rows_rechecked = len(stored) - len(rows), len(rows)
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
         answers = list(pool.map(lambda job: api_statistics(ctx, checks, measures, *job), jobs))
         row_answers = list(pool.map(lambda row: api_period(ctx, row), rows))
@@ -291,6 +316,9 @@ def stored_periods(con: duckdb.DuckDBPyConnection, spec: EditionSpec, check: Sta
     those in which items of the refreshing list updated in a window were created."""
     table = repository_table(spec, check.resource)
     listing = refreshing_list(spec, check.resource)
+    stamped = bool(con.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = ? AND column_name = ?", [table, LOAD_ID]).fetchall())
     scope = f's."{check.scope_column}"'
     where = "s.period = ?" + ("" if check.level_column is None
                               else f" AND s.\"{check.level_column}\" = 'repository'")
@@ -303,17 +331,18 @@ def stored_periods(con: duckdb.DuckDBPyConnection, spec: EditionSpec, check: Sta
                    f'{scope} AND p."{updated}" >= ? AND p."{updated}" < ? '
                    f'AND p."{created}" >= s.period_start AND p."{created}" < s.period_end)')
     measures = ", ".join(f's."{m}"' for m in check.measures)
-    sql = (f"SELECT {scope}, s.period_start, s.period_end, {measures} FROM {table} s "
-           f"WHERE {where} AND (({held}) OR {changed})")
+    load_id = f's."{LOAD_ID}"' if stamped else "NULL"  # a table older than the stamping
+    sql = (f"SELECT {scope}, s.period_start, s.period_end, {load_id}, {measures} "
+           f"FROM {table} s WHERE {where} AND (({held}) OR {changed})")
     found: dict[tuple[Any, ...], StoredPeriod] = {}
     for start, end in windows:
         params = [period, end, start, *((start, end) if changed != "FALSE" else ())]
-        for key, period_start, period_end, *landed in con.execute(sql, params).fetchall():
+        for key, period_start, period_end, load, *landed in con.execute(sql, params).fetchall():
             repository = tuple(str(key).split("/"))
             if wanted is None or repository in wanted:
                 found[(key, period_start)] = StoredPeriod(
                     check, repository, period_start.astimezone(UTC), period_end.astimezone(UTC),
-                    tuple(int(v or 0) for v in landed))
+                    tuple(int(v or 0) for v in landed), None if load is None else str(load))
     return sorted(found.values(), key=lambda r: (r.names, r.start))
 
 

@@ -180,9 +180,9 @@ def test_load_reconciles_its_lookback_and_passes(server_loads: ServerLoads) -> N
     assert verdict_lines(clean.stdout) == [f"{VERDICT}PASSED ({checked} checks, 0 mismatches)"]
     assert not mismatch_lines(clean.stdout)
     assert clean.report is not None
-    assert clean.report["reconciliation"] == {"checked": checked, "ok": True,
-                                              "differences": [], "notes": [],
-                                              "unchecked": []}
+    assert clean.report["reconciliation"] == {
+        "checked": checked, "ok": True, "differences": [], "notes": [], "unchecked": [],
+        "statistics_rows": {"written_by_run": 0, "rechecked": 0}}  # it read no statistics
     # the load read from its start date; it reconciled the look-back only, each repository
     lists = {dated(e) for e in clean.log if ".list.repository" in e["endpoint"]}
     assert lists == {(day("2026-05-20"), LOOKBACK[1])}

@@ -153,6 +153,8 @@ class Refreshed:
     loader: Loader
     clock: datetime
     old_periods: set[tuple[str, datetime]]  # (slug, day) only the backfill had read
+    backfill_loads: tuple[str, ...]  # the load ids of the backfill's windows
+    nightly_loads: tuple[str, ...]  # the nightly's: the run a reconciliation follows
 
 
 def backfill_then_nightly(sim: Simulator, folder: Path, destination: str = "duckdb"
@@ -170,7 +172,9 @@ def backfill_then_nightly(sim: Simulator, folder: Path, destination: str = "duck
     assert old, "the advance changed no pull request created before the nightly's start"
     nightly = loader.load(start_date=None, now=clock, **scopes)
     assert not nightly.report.skips
-    return Refreshed(sim, loader, clock, old)
+    backfilled = tuple(i for w in result.windows if w.result for i in w.result.load_ids)
+    assert backfilled and nightly.load_ids and not set(backfilled) & set(nightly.load_ids)
+    return Refreshed(sim, loader, clock, old, backfilled, nightly.load_ids)
 
 
 @pytest.mark.parametrize("destination", DESTINATIONS)
@@ -196,20 +200,22 @@ def test_nightly_after_backfill_keeps_every_statistics_row_current(
 def test_reconcile_reports_a_stale_statistics_row(make_sim: Callable[..., Simulator],
                                                   tmp_path: Path) -> None:
     """A stored pull-request statistics row made stale (UPDATE) in a creation period older
-    than the nightly's start, of a pull request the nightly read: reconciliation reports
-    that repository, period and state as a mismatch; nothing else differs."""
+    than the nightly's start, of a pull request the nightly read, and stamped with an
+    earlier load's id (as a row the nightly did not write again): reconciliation after the
+    nightly asks for it again and reports that repository, period and state as a mismatch;
+    nothing else differs."""
     r = backfill_then_nightly(make_sim(edition="server"), tmp_path)
     args = backfill_args(r.loader, **scopes_read("server"))
     window = (r.clock - LOOKBACK, r.clock)
-    clean = reconcile(str(r.loader.db_file), DATASET, [window], args)
+    clean = reconcile(str(r.loader.db_file), DATASET, [window], args, r.nightly_loads)
     assert clean.ok and clean.differences == [], clean.as_dict()
     slug, day = min(r.old_periods)
     scope = next(s for (s,) in r.loader.rows(
         "SELECT DISTINCT scope FROM server_pull_request_statistics WHERE level = 'repository'")
         if s.split("/")[-1] == slug)
-    tamper(r.loader.db_file, "server_pull_request_statistics", scope, day)
+    tamper(r.loader.db_file, "server_pull_request_statistics", scope, day, r.backfill_loads[0])
 
-    check = reconcile(str(r.loader.db_file), DATASET, [window], args)
+    check = reconcile(str(r.loader.db_file), DATASET, [window], args, r.nightly_loads)
     assert not check.ok
     found = {(d.repository, d.window, d.measure): (d.api, d.landed, d.verdict)
              for d in check.differences}
@@ -217,15 +223,21 @@ def test_reconcile_reports_a_stale_statistics_row(make_sim: Callable[..., Simula
     key = (scope, label, "pull_request_statistics_open")
     assert set(found) == {key}, found
     assert found[key][1] == found[key][0] + 1 and found[key][2] == "mismatch"
-    assert check.checked > clean.checked - 1 > 0
+    # the tampered row alone is asked for again: its four measures (total and three states)
+    assert check.rows_rechecked == clean.rows_rechecked + 1
+    assert check.rows_written == clean.rows_written - 1 > 0
+    assert check.checked == clean.checked + 4
 
 
-def tamper(db_file: Path, table: str, scope: str, day: datetime) -> None:
+def tamper(db_file: Path, table: str, scope: str, day: datetime, load_id: str) -> None:
+    """One more `open` pull request in a stored row, and the id of an earlier load than the
+    run's: a stale row some earlier run left (a row the run wrote is its own answer)."""
     with duckdb.connect(str(db_file)) as con:
         con.execute(f"SET schema '{DATASET}'")
         assert con.execute(
-            f"UPDATE {table} SET open = open + 1 WHERE level = 'repository' AND scope = ? AND "
-            "period = 'day' AND period_start = ? RETURNING 1", [scope, day]).fetchall() == [(1,)]
+            f"UPDATE {table} SET open = open + 1, _dlt_load_id = ? WHERE level = 'repository' "
+            "AND scope = ? AND period = 'day' AND period_start = ? RETURNING 1",
+            [load_id, scope, day]).fetchall() == [(1,)]
 
 
 @pytest.mark.parametrize("edition", ["cloud", "server"])
@@ -242,7 +254,7 @@ def test_cli_exits_5_on_a_stale_statistics_row(edition: str,
     scope = next(s for (s,) in r.loader.rows(
         f"SELECT DISTINCT scope FROM {spec.table} WHERE level = 'repository'")
         if s.split("/")[-1] == slug)
-    tamper(r.loader.db_file, spec.table, scope, day)
+    tamper(r.loader.db_file, spec.table, scope, day, r.backfill_loads[0])
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     env.update({"SOURCES__REPO_ANALYTICS__EDITION": edition,
                 "SOURCES__REPO_ANALYTICS__BASE_URL": r.sim.base_url})
