@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.load import (
     LoadResult,
@@ -107,9 +108,12 @@ def window_pipelines(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
     found = [pipeline]
     settle_pending(pipeline)
     restore_state(pipeline)
+    stored = stored_pipelines(pipeline)
     for slot in range(1, slots + 1):
         name = window_pipeline_name(pipeline.pipeline_name, slot)
         known = (Path(pipeline.pipelines_dir) / name).exists()
+        if not known and stored is not None and name not in stored:
+            continue  # never used, here or elsewhere: nothing to restore or finish
         each = sibling(pipeline, name)
         settle_pending(each)
         restore_state(each)
@@ -119,6 +123,23 @@ def window_pipelines(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
             shutil.rmtree(each.working_dir, ignore_errors=True)
     pipeline.activate()
     return found
+
+
+def stored_pipelines(pipeline: dlt.Pipeline) -> set[str] | None:
+    """Names of the pipelines whose state the destination holds, or None when it cannot
+    tell (each window pipeline is then asked; making one costs a tenth of a second). A
+    filesystem destination cannot: its SQL view of the dataset may lack the state table."""
+    if pipeline.destination.destination_name == "filesystem":
+        return None
+    try:
+        with pipeline.sql_client() as client:
+            table = client.make_qualified_table_name("_dlt_pipeline_state")
+            rows = client.execute_sql(f"SELECT DISTINCT pipeline_name FROM {table}")
+            return {str(name) for (name,) in rows or ()}
+    except DatabaseUndefinedRelation:
+        return set()  # nothing loaded into this dataset yet
+    except Exception:  # noqa: BLE001 - a destination without SQL access: ask each one
+        return None
 
 
 def recorded_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:

@@ -69,8 +69,9 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
     `concurrency` (scopes each resource reads at once) is also dlt's extract worker count for
-    this run, unless EXTRACT__WORKERS is set in the environment. `load_lock` is held while the destination is
-    used (restoring state, loading, views): the backfill's windows share one DuckDB writer.
+    this run, unless EXTRACT__WORKERS is set in the environment. `load_lock` is held while the
+    destination is used (restoring state, loading, views): the backfill's windows share one
+    DuckDB writer.
     `report` collects the run's counts (a new one when not given). `restore=False` skips
     asking the destination for newer state: a backfill's window pipeline asks once, before its
     first window (its later windows follow its own loads).

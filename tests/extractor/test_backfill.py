@@ -645,6 +645,23 @@ def test_backfill_never_moves_the_nightly_cursor(tmp_path: Path) -> None:
                                   allowed=(backfill_start - SLACK, CLOCK))
 
 
+@pytest.mark.parametrize("destination", ["duckdb", "parquet"])
+def test_a_lost_working_folder_resumes_from_the_destination(
+        tmp_path: Path, destination: str) -> None:
+    """The pipelines' working folder is deleted after a backfill (a new machine, a wiped
+    container): the same backfill again finds every window finished in the destination's
+    state of the window pipelines, and requests nothing."""
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        args: dict[str, Any] = {"levels": ["repository"], "resources": ["commits"]}
+        loader = Loader(sim, tmp_path, destination)
+        first, log = backfill(loader, SINCE, CLOCK, **args)
+        assert log and len(first.windows) > 1 and not any(w.resumed for w in first.windows)
+        shutil.rmtree(tmp_path / "pipelines")
+        again, log = backfill(loader, SINCE, CLOCK, **args)
+        assert [w.resumed for w in again.windows] == [True] * len(first.windows)
+        assert log == []
+
+
 @pytest.mark.parametrize("edition", ["cloud", "server"])
 def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
         tmp_path: Path, edition: str) -> None:
