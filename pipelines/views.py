@@ -23,6 +23,11 @@ COLUMNS: Final[dict[str, str]] = {
                                "pull_requests, open, merged, declined, superseded",
     "commit_statistics": "edition, level, scope, period, period_start, period_end, commits, "
                          "lines_added, lines_deleted",
+    "commits_by_level": "edition, level, scope, project_key, repository_slug, commit_id, "
+                        "day, day_basis, is_merge, lines_added, lines_deleted",
+    "pull_requests_by_level": "edition, level, scope, project_key, repository_slug, "
+                              "pull_request_id, state, created_at, resolved_at, "
+                              "resolved_at_source",
 }
 # view -> [(table that must exist, SELECT producing the canonical columns)]
 VIEWS: Final[dict[str, list[tuple[str, str]]]] = {
@@ -96,12 +101,100 @@ VIEWS: Final[dict[str, list[tuple[str, str]]]] = {
             FROM {d}.server_commit_statistics"""),
     ],
 }
+
+
+# The list tables of every level, in one shape: the statistics endpoints' series are
+# aggregates of these lists (issue 11). Scope keys are the statistics tables' own (`slug` or
+# `KEY/slug`, user uuid or slug, project key); the top level's is NULL (one per host).
+# (level, scope expression over the level's list table `c`)
+CLOUD_LEVELS: Final = (("workspace", "NULL::VARCHAR"), ("repository", "c.repository_slug"),
+                       ("user", "c.read_for_user_uuid"))
+SERVER_LEVELS: Final = (("global", "NULL::VARCHAR"), ("project", "c.project_key"),
+                        ("repository", "c.project_key || '/' || c.repository_slug"),
+                        ("user", "c.read_for_user"))
+CLOUD_COMMIT_TABLES: Final = {"workspace": "cloud_workspace_commits",
+                              "repository": "cloud_commits", "user": "cloud_user_commits"}
+CLOUD_PR_TABLES: Final = {"workspace": "cloud_workspace_pull_requests",
+                          "repository": "cloud_pull_requests",
+                          "user": "cloud_user_pull_requests"}
+SERVER_SUFFIX: Final = {"global": "_global", "project": "_project", "repository": "",
+                        "user": "_user"}
+
+
+def cloud_commits_at(level: str, scope: str) -> tuple[str, str]:
+    """Cloud commits of one level. Only the repository-level list carries lines: the other
+    levels take them from it (NULL where it was not read, or indexing is off). The day is the
+    author's local calendar day: the API drops the zone."""
+    table = CLOUD_COMMIT_TABLES[level]
+    lines = "c" if level == "repository" else "l"
+    join = ("" if level == "repository" else
+            " LEFT JOIN {optional:cloud_commits} l"
+            " ON l.repository_slug = c.repository_slug AND l.hash = c.hash")
+    return table, f"""
+            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.hash,
+                   CAST(c.date_local AS DATE), 'author_local', c.is_merge,
+                   {lines}.lines_added, {lines}.lines_deleted
+            FROM {{d}}.{table} c{join}"""
+
+
+def server_commits_at(level: str, scope: str) -> tuple[str, str]:
+    """Self-hosted commits of one level; the day of the UTC instant, whatever the session's
+    TimeZone. The user level holds commits under the user's alias e-mails too."""
+    table = f"server_commits{SERVER_SUFFIX[level]}"
+    return table, f"""
+            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
+                   CAST(timezone('UTC', c.author_timestamp) AS DATE), 'utc', c.is_merge,
+                   c.lines_added, c.lines_deleted
+            FROM {{d}}.{table} c"""
+
+
+def cloud_pull_requests_at(level: str, scope: str) -> tuple[str, str]:
+    table = CLOUD_PR_TABLES[level]
+    return table, f"""
+            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.id,
+                   c.state, c.created_at,
+                   CASE WHEN c.state <> 'OPEN' THEN coalesce(c.closed_at, c.updated_at) END,
+                   CASE WHEN c.state = 'OPEN' THEN NULL
+                        WHEN c.closed_at IS NOT NULL THEN 'closed_at' ELSE 'updated_at' END
+            FROM {{d}}.{table} c"""
+
+
+def server_pull_requests_at(level: str, scope: str) -> tuple[str, str]:
+    """Resolution times as the `pull_requests` view has them: the CSV export's time to
+    resolve (the latest export row of the pull request, of any level), else updated_at."""
+    table = f"server_pull_requests{SERVER_SUFFIX[level]}"
+    return table, f"""
+            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
+                   c.state, c.created_at,
+                   CASE WHEN c.state <> 'OPEN' THEN coalesce(c.csv_resolved_at, c.updated_at) END,
+                   CASE WHEN c.state = 'OPEN' THEN NULL
+                        WHEN c.csv_resolved_at IS NOT NULL THEN 'csv_time_to_resolve'
+                        ELSE 'updated_at' END
+            FROM (SELECT j.*, j.created_at + to_seconds(x.seconds) AS csv_resolved_at
+                  FROM {{d}}.{table} j
+                  LEFT JOIN (SELECT project, repository, pull_request_id,
+                                    max_by(time_to_resolve_s, last_updated_date) AS seconds
+                             FROM {{optional:server_pull_request_exports}} GROUP BY ALL) x
+                    ON x.project = j.project_name AND x.repository = j.repository_name
+                   AND x.pull_request_id = j.id) c"""
+
+
+VIEWS["commits_by_level"] = [
+    *(cloud_commits_at(level, scope) for level, scope in CLOUD_LEVELS),
+    *(server_commits_at(level, scope) for level, scope in SERVER_LEVELS)]
+VIEWS["pull_requests_by_level"] = [
+    *(cloud_pull_requests_at(level, scope) for level, scope in CLOUD_LEVELS),
+    *(server_pull_requests_at(level, scope) for level, scope in SERVER_LEVELS)]
+
 # optional table -> the columns the SELECTs above read from it, with their types
 OPTIONAL: Final[dict[str, dict[str, str]]] = {
     # the CSV export's header is not published: used only when it had these columns
     "server_pull_request_exports": {
         "project": "VARCHAR", "repository": "VARCHAR", "pull_request_id": "BIGINT",
         "last_updated_date": "TIMESTAMPTZ", "time_to_resolve_s": "BIGINT"},
+    # lines of the cloud's other levels; no lines when the repository level was not read
+    "cloud_commits": {"repository_slug": "VARCHAR", "hash": "VARCHAR",
+                      "lines_added": "BIGINT", "lines_deleted": "BIGINT"},
 }
 # BI views over the canonical ones (issue 5 adds more).
 DERIVED: Final[dict[str, str]] = {
@@ -131,12 +224,51 @@ DERIVED: Final[dict[str, str]] = {
                count(*) FILTER (WHERE resolved_at_source = 'updated_at')
                    AS resolutions_from_updated_at
         FROM {d}.pull_requests WHERE state <> 'OPEN' GROUP BY ALL""",
+    # The statistics endpoints' daily series, from the lists (README: Statistics grain and
+    # derived daily series). Sums are BIGINT, as the statistics tables' columns.
+    "daily_commit_activity": """
+        SELECT edition, level, scope, day, day_basis, count(*) AS commits,
+               count(*) FILTER (WHERE is_merge) AS merge_commits,
+               count(lines_added) AS commits_with_lines,
+               sum(lines_added)::BIGINT AS lines_added,
+               sum(lines_deleted)::BIGINT AS lines_deleted
+        FROM {d}.commits_by_level GROUP BY edition, level, scope, day, day_basis""",
+    "daily_pull_request_activity": """
+        SELECT edition, level, scope, day,
+               -- by creation day and current state: the statistics endpoints' measures
+               count(*) FILTER (WHERE event = 'created') AS created,
+               count(*) FILTER (WHERE event = 'created' AND state = 'OPEN') AS created_open,
+               count(*) FILTER (WHERE event = 'created' AND state = 'MERGED')
+                   AS created_merged,
+               count(*) FILTER (WHERE event = 'created' AND state = 'DECLINED')
+                   AS created_declined,
+               count(*) FILTER (WHERE event = 'created' AND state = 'SUPERSEDED')
+                   AS created_superseded,
+               -- by resolution day: what the statistics cannot give
+               count(*) FILTER (WHERE event = 'resolved' AND state = 'MERGED') AS merged,
+               count(*) FILTER (WHERE event = 'resolved' AND state = 'DECLINED') AS declined,
+               count(*) FILTER (WHERE event = 'resolved' AND state = 'SUPERSEDED')
+                   AS superseded,
+               count(*) FILTER (WHERE event = 'resolved'
+                                AND resolved_at_source = 'updated_at')
+                   AS resolutions_from_updated_at
+        FROM (SELECT edition, level, scope, 'created' AS event, state, resolved_at_source,
+                     -- the UTC day whatever the reading session's TimeZone
+                     CAST(timezone('UTC', created_at) AS DATE) AS day
+              FROM {d}.pull_requests_by_level WHERE created_at IS NOT NULL
+              UNION ALL
+              SELECT edition, level, scope, 'resolved', state, resolved_at_source,
+                     CAST(timezone('UTC', resolved_at) AS DATE)
+              FROM {d}.pull_requests_by_level WHERE resolved_at IS NOT NULL) events
+        GROUP BY edition, level, scope, day""",
 }
 # which canonical view each derived view reads
 DERIVED_FROM: Final[dict[str, str]] = {
     "daily_author_activity": "commits",
     "pull_request_cycle_times": "pull_requests",
     "pull_request_outcomes_weekly": "pull_requests",
+    "daily_commit_activity": "commits_by_level",
+    "daily_pull_request_activity": "pull_requests_by_level",
 }
 
 

@@ -88,7 +88,7 @@ def repo_analytics(
     end_date: Optional[str] = None,
     lookback_days: float = 3,
     page_size: Optional[int] = None,
-    statistics_period: str = "day",
+    statistics_period: str = "month",
     concurrency: int = 4,
     with_files: bool = False,
     retry: Optional[dict[str, Any]] = None,
@@ -120,7 +120,7 @@ def repo_analytics(
         end_date: the frozen upper bound (default: now, at the start of the run).
         lookback_days: how far before each cursor every run re-reads, for late data.
         page_size: page size; the edition's maximum by default.
-        statistics_period: day, week or month: the grain of statistics rows.
+        statistics_period: month (default), week or day: the grain of statistics rows.
         concurrency: how many scopes each resource (and single commits) reads at once, and
             the most requests open to the host at once.
         with_files: self-hosted: fetch each new commit's per-file line changes.

@@ -175,7 +175,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         page_size=None if page_size is None or page_size == "" else number(
             "page_size", page_size, 1, 1000, int),
         statistics_period=one_of("statistics_period",
-                                 values.get("statistics_period") or "day", STATISTICS_PERIODS),
+                                 values.get("statistics_period") or "month", STATISTICS_PERIODS),
         concurrency=number("concurrency", values.get("concurrency", DEFAULT_CONCURRENCY),
                            1, 32, int),
         with_files=flag("with_files", values.get("with_files", False)),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 from simulator import SimConfig, Simulator
 from tests.extractor.conftest import Loader
 from tests.extractor.test_backfill import backfill, dated
-from tests.extractor.test_cloud_load import by_key, days, select
+from tests.extractor.test_cloud_load import GRAIN, by_key, period_next, periods, select
 from tests.extractor.test_server_load import (
     COMMIT_STAT_COLUMNS,
     DISCOVERY_SLACK,
@@ -96,21 +96,21 @@ def test_user_lists_equal_truth(backfilled: Backfilled, kind: str) -> None:
 
 
 def test_user_commit_statistics_equal_truth(backfilled: Backfilled) -> None:
-    """Every user of the range has one row per complete UTC day of the range (a backfill
-    loads complete periods only), with the truth's count and lines of that user's commits
-    (alias ones included)."""
+    """Every user of the range has one row per complete UTC period (month, the default) from
+    the one holding the range's start (a backfill loads complete periods only), with the
+    truth's count and lines of that user's commits (alias ones included)."""
     b = backfilled
     got = by_key(select(b.loader, "server_commit_statistics", COMMIT_STAT_COLUMNS,
                         "WHERE level = 'user'"), 3)
     expected = {}
     for user in b.users:
         mine = [c for c in b.truth.commits if user_of(c) == user]
-        for low, high in days(SINCE, b.truth.clock):
-            if high - low < timedelta(days=1):
+        for low, high in periods(SINCE, b.truth.clock):
+            if high < period_next(low):
                 continue
             lines = [c["linesOfCode"] for c in mine if low <= at(c) < high]
             expected[("user", user, low)] = (
-                "user", user, low, "day", high, "include", len(lines),
+                "user", user, low, GRAIN, high, "include", len(lines),
                 sum(x["added"] for x in lines), sum(x["deleted"] for x in lines))
     assert set(got) == set(expected), (
         f"missing {sorted(set(expected) - set(got))[:3]}, "

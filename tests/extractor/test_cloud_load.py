@@ -29,6 +29,8 @@ START = datetime(2026, 3, 1, tzinfo=UTC)  # the Loader's default start_date
 SLACK = timedelta(hours=26)  # the zone-less commit date's extra re-read
 LOOKBACK = timedelta(days=3)  # the default lookback_days
 DAY = timedelta(days=1)
+# The default statistics_period (README: Configuration); `day` and `week` are explicit choices.
+GRAIN = "month"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 STATES = ("DECLINED", "MERGED", "OPEN", "SUPERSEDED")
 WIRE_FORMAT = "%Y-%m-%dT%H:%M:%S+00:00"
@@ -64,6 +66,21 @@ def as_utc(moment: datetime) -> datetime:
 
 def day_floor(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def period_floor(moment: datetime, grain: str = GRAIN) -> datetime:
+    """The start of the UTC day, ISO week (Monday) or calendar month holding `moment`."""
+    day = day_floor(moment)
+    if grain == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1) if grain == "month" else day
+
+
+def period_next(start: datetime, grain: str = GRAIN) -> datetime:
+    """The start of the period after the one starting at `start`."""
+    if grain == "month":
+        return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return start + (timedelta(days=7) if grain == "week" else DAY)
 
 
 @dataclass(frozen=True)
@@ -136,11 +153,19 @@ def distribution(values: list[int]) -> list[float]:
 
 def days(start: datetime, clock: datetime) -> list[tuple[datetime, datetime]]:
     """UTC calendar days from the one holding `start` up to `clock`; the last may be partial."""
+    return periods(start, clock, "day")
+
+
+def periods(start: datetime, clock: datetime, grain: str = GRAIN
+            ) -> list[tuple[datetime, datetime]]:
+    """UTC calendar periods from the one holding `start` up to `clock`; the last may be
+    partial."""
     out = []
-    day = day_floor(start)
-    while day < clock:
-        out.append((day, min(day + DAY, clock)))
-        day += DAY
+    low = period_floor(start, grain)
+    while low < clock:
+        high = period_next(low, grain)
+        out.append((low, min(high, clock)))
+        low = high
     return out
 
 
@@ -313,8 +338,8 @@ def check_users(loader: Loader, truth: Truth) -> None:
 
 def expected_pr_statistics(truth: Truth, window: Window,
                            levels: Iterable[str] = ("workspace", "repository", "user"),
-                           ) -> dict[tuple, tuple]:
-    """Per level, scope and day: PRs created that day, counted by their current state."""
+                           grain: str = GRAIN) -> dict[tuple, tuple]:
+    """Per level, scope and period: PRs created in it, counted by their current state."""
     uuid_of = truth.uuid_of
     scopes: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for level in levels:
@@ -333,11 +358,11 @@ def expected_pr_statistics(truth: Truth, window: Window,
                         p for p in truth.prs if uuid_of[p["_sim"]["user"]] == user["uuid"]]
     expected = {}
     for (level, scope), prs in scopes.items():
-        for low, high in days(window.start, window.clock):
+        for low, high in periods(window.start, window.clock, grain):
             counts = Counter(p["state"] for p in prs
                              if low <= from_ms(p["_sim"]["created_ms"]) < high)
             expected[(level, scope, low)] = (
-                level, scope, low, "day", high, "all", "created", sum(counts.values()),
+                level, scope, low, grain, high, "all", "created", sum(counts.values()),
                 *(counts[s] for s in STATES))
     return expected
 
@@ -347,31 +372,33 @@ PR_STAT_COLUMNS = ("level", "scope", "period_start", "period", "period_end", "st
 
 
 def check_pr_statistics(loader: Loader, truth: Truth, window: Window,
-                        from_day: datetime | None = None, **levels: Any) -> None:
-    """cloud_pull_request_statistics equals the truth's counts (on days from `from_day`).
+                        from_day: datetime | None = None, grain: str = GRAIN,
+                        **levels: Any) -> None:
+    """cloud_pull_request_statistics equals the truth's counts (on periods from `from_day`).
 
-    Rows before the window are the creation days of pull requests the run read that were
-    created before `start_date`: the refresh reads those days too (README), and they must be
-    the truth's complete counts."""
-    expected = expected_pr_statistics(truth, window, **levels)
+    Rows before the window are the creation periods of pull requests the run read that were
+    created before `start_date`: the refresh reads those periods too (README), and they must
+    be the truth's complete counts."""
+    expected = expected_pr_statistics(truth, window, grain=grain, **levels)
     got = by_key(select(loader, "cloud_pull_request_statistics", PR_STAT_COLUMNS), 3)
     before = {k for k in set(got) - set(expected) if k[2] < window.start}
     assert set(got) - before == set(expected)
     if before:
         earlier = expected_pr_statistics(
-            truth, dataclasses.replace(window, start=min(k[2] for k in before)), **levels)
+            truth, dataclasses.replace(window, start=min(k[2] for k in before)), grain=grain,
+            **levels)
         wrong = [(got[k], earlier.get(k)) for k in before if got[k] != earlier.get(k)]
         assert not wrong, f"{len(wrong)} refreshed rows before the window differ: {wrong[:2]}"
     keys = [k for k in expected if from_day is None or k[2] >= from_day]
     wrong = [(got[k], expected[k]) for k in keys if got[k] != expected[k]]
     assert not wrong, f"{len(wrong)} statistics rows differ, e.g. {wrong[:2]}"
-    assert sum(expected[k][7] for k in keys) > 0, "no pull request in the compared days"
+    assert sum(expected[k][7] for k in keys) > 0, "no pull request in the compared periods"
 
 
 def check_change_statistics(loader: Loader, truth: Truth, window: Window,
                             from_day: datetime | None = None,
-                            skipped: Iterable[str] = ()) -> None:
-    """cloud_commit_change_statistics: per repository and day, the day's commits' lines."""
+                            skipped: Iterable[str] = (), grain: str = GRAIN) -> None:
+    """cloud_commit_change_statistics: per repository and period, its commits' lines."""
     left_out = set(skipped)
     expected = {}
     for repo in truth.repos:
@@ -379,14 +406,14 @@ def check_change_statistics(loader: Loader, truth: Truth, window: Window,
         if not window.repo_ok(slug) or slug in left_out:
             continue
         commits = [c for c in truth.commits if c["repository"]["slug"] == slug]
-        for low, high in days(window.start, window.clock):
+        for low, high in periods(window.start, window.clock, grain):
             today = [c["lines"] for c in commits if low <= instant(c) < high]
             values: list[float] = [len(today)]
             for measure in MEASURES:
                 values += distribution([
                     line["added"] + line["deleted"] if measure == "changed" else line[measure]
                     for line in today])
-            expected[(slug, low)] = ((slug, low, "day", high, "include"), values)
+            expected[(slug, low)] = ((slug, low, grain, high, "include"), values)
     got = by_key(select(
         loader, "cloud_commit_change_statistics",
         ("repository_slug", "period_start", "period", "period_end", "merges", *CHANGE_COLUMNS)), 2)
@@ -482,9 +509,10 @@ class Cursors:
         return cls(until, commits, prs, stats)
 
 
-def refreshed_days(truth: Truth, cursors: Cursors) -> frozenset[tuple[str, datetime]]:
-    """(scope, creation day) of each pull request a nightly run's list of that scope reads:
-    the days whose pull-request statistics the run reads again."""
+def refreshed_periods(truth: Truth, cursors: Cursors, grain: str = GRAIN
+                      ) -> frozenset[tuple[str, datetime]]:
+    """(scope, creation period) of each pull request a nightly run's list of that scope
+    reads: the periods whose pull-request statistics the run reads again."""
     days = set()
     for p in truth.prs:
         for level, scope in (("workspace", truth.workspace),
@@ -493,19 +521,19 @@ def refreshed_days(truth: Truth, cursors: Cursors) -> frozenset[tuple[str, datet
             cursor = cursors.pull_requests.get((level, scope))
             if from_ms(p["_sim"]["updated_ms"]) >= (START if cursor is None
                                                      else cursor - LOOKBACK):
-                days.add((scope, day_floor(from_ms(p["_sim"]["created_ms"]))))
+                days.add((scope, period_floor(from_ms(p["_sim"]["created_ms"]), grain)))
     return frozenset(days)
 
 
 def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, start: datetime,
                                 workspace: str,
-                                refreshed: frozenset[tuple[str, datetime]] = frozenset()
-                                ) -> None:
+                                refreshed: frozenset[tuple[str, datetime]] = frozenset(),
+                                grain: str = GRAIN) -> None:
     """A nightly run re-reads only the look-back behind each scope's cursor: every dated
     request's since_date is no earlier than (cursor - look-back), minus 26 h for commits.
     Repository discovery reads the workspace lists from (previous clock - look-back - 26 h).
-    Older pull-request statistics are read only for the (scope, day) pairs in `refreshed`,
-    one day each: the creation days of pull requests the run read."""
+    Older pull-request statistics are read only for the (scope, period) pairs in
+    `refreshed`, one period each: the creation periods of pull requests the run read."""
     discovery = cursors.until - LOOKBACK - SLACK
     checked = 0
     for entry in log:
@@ -526,9 +554,11 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
         else:
             kind = "changes" if "changes" in endpoint else "pull-requests"
             cursor = cursors.statistics.get((kind, scope))
-            bound = None if cursor is None else day_floor(max(start, cursor - LOOKBACK))
+            bound = None if cursor is None else period_floor(max(start, cursor - LOOKBACK),
+                                                              grain)
             until = wire_time(entry["params"]["until_date"])
-            if kind == "pull-requests" and (scope, since) in refreshed and until == since + DAY:
+            if (kind == "pull-requests" and (scope, since) in refreshed
+                    and until == period_next(since, grain)):
                 checked += 1
                 continue
         if level == "workspace" and ".list." in endpoint:
@@ -544,9 +574,11 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
     assert checked > 0
 
 
-def assert_request_parameters(log: list[dict[str, Any]], clock: datetime) -> None:
+def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
+                              grain: str = GRAIN) -> None:
     """Every request: raw-token auth, JSON, explicit +00:00 offsets, the endpoint's params,
-    list requests with the run's frozen until_date, statistics in whole UTC days."""
+    list requests with the run's frozen until_date, statistics in whole UTC periods of the
+    run's grain."""
     until = clock.strftime(WIRE_FORMAT)
     seen: Counter[str] = Counter()
     for entry in log:
@@ -576,8 +608,8 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime) -> Non
         else:
             pytest.fail(f"unexpected endpoint {endpoint}")
         if ".list." not in endpoint:
-            assert since == day_floor(since), entry
-            assert wire_time(params["until_date"]) == min(since + DAY, clock), entry
+            assert since == period_floor(since, grain), entry
+            assert wire_time(params["until_date"]) == min(period_next(since, grain), clock), entry
             assert "pagelen" not in params, entry
     assert {e for e in seen if e != "users.list"} == {
         "commits.list.workspace", "commits.list.repository", "commits.list.user",
@@ -604,22 +636,31 @@ class Loaded:
     second: LoadResult
     second_log: list[dict[str, Any]]
     second_tables: dict[str, list[tuple]]
+    grain: str  # the statistics_period of both runs
 
 
-@pytest.fixture(scope="module", params=DESTINATIONS)
+# Each destination with its default settings; and DuckDB with daily statistics, the explicit
+# choice whose look-back and refresh edges fall on days.
+LOADS = [pytest.param((destination, GRAIN), id=destination) for destination in DESTINATIONS]
+LOADS.append(pytest.param(("duckdb", "day"), id="duckdb-day"))
+
+
+@pytest.fixture(scope="module", params=LOADS)
 def loaded(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
     """A tiny cloud host loaded from 2026-03-01 to its clock, then loaded again unchanged,
-    into each destination with its default settings."""
+    into each destination with its default settings (and into DuckDB by day)."""
+    destination, grain = request.param
+    grained = {} if grain == GRAIN else {"statistics_period": grain}
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
-        loader = Loader(sim, Path(tmp_path_factory.mktemp("cloud_load")), request.param)
+        loader = Loader(sim, Path(tmp_path_factory.mktemp("cloud_load")), destination)
         truth = Truth.read(sim)
-        first, first_log = run_with_log(sim, loader)
+        first, first_log = run_with_log(sim, loader, **grained)
         first_tables = snapshot(loader)
         cursors = Cursors.read(loader, truth.clock, truth.workspace)
-        second, second_log = run_with_log(sim, loader)
+        second, second_log = run_with_log(sim, loader, **grained)
         yield Loaded(sim, loader, truth, Window(START, truth.clock), first, first_log,
-                     first_tables, cursors, second, second_log, snapshot(loader))
+                     first_tables, cursors, second, second_log, snapshot(loader), grain)
 
 
 def test_first_run_is_clean(loaded: Loaded) -> None:
@@ -698,13 +739,16 @@ def test_users_equal_truth(loaded: Loaded) -> None:
 
 
 def test_pull_request_statistics_equal_truth(loaded: Loaded) -> None:
-    """One row per level, scope and day; counts by state of the PRs created that day."""
-    check_pr_statistics(loaded.loader, loaded.truth, loaded.window)
+    """One row per level, scope and period (month by default, or day); counts by state of the
+    PRs created in it."""
+    check_pr_statistics(loaded.loader, loaded.truth, loaded.window, grain=loaded.grain)
+    assert {p for (p,) in loaded.loader.rows(
+        "SELECT DISTINCT period FROM cloud_pull_request_statistics")} == {loaded.grain}
 
 
 def test_change_statistics_equal_truth(loaded: Loaded) -> None:
-    """Per repository and day: commits, and line totals and distributions of that day."""
-    check_change_statistics(loaded.loader, loaded.truth, loaded.window)
+    """Per repository and period: commits, and line totals and distributions of it."""
+    check_change_statistics(loaded.loader, loaded.truth, loaded.window, grain=loaded.grain)
 
 
 def test_no_duplicate_keys(loaded: Loaded) -> None:
@@ -722,32 +766,40 @@ def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
     """The nightly run starts each scope at its cursor minus the look-back, not at the start."""
     assert_reads_only_look_back(loaded.second_log, loaded.cursors, START,
                                 loaded.truth.workspace,
-                                refreshed_days(loaded.truth, loaded.cursors))
-    assert len(loaded.second_log) < len(loaded.first_log) / 3
+                                refreshed_periods(loaded.truth, loaded.cursors, loaded.grain),
+                                loaded.grain)
+    assert len(loaded.second_log) < len(loaded.first_log)
+    if loaded.grain == "day":  # a statistics request per day of the range, against 3 or 4
+        assert len(loaded.second_log) < len(loaded.first_log) / 3
 
 
 def test_requests_carry_expected_parameters(loaded: Loaded) -> None:
     """Both runs: auth, explicit offsets, frozen until, page size, list and statistics params."""
-    assert_request_parameters(loaded.first_log, loaded.truth.clock)
-    assert_request_parameters(loaded.second_log, loaded.truth.clock)
+    assert_request_parameters(loaded.first_log, loaded.truth.clock, loaded.grain)
+    assert_request_parameters(loaded.second_log, loaded.truth.clock, loaded.grain)
 
 
 # --------------------------------------------------------------------------------------------
 # incremental: the clock moves, late commits arrive, pull requests change state
 # --------------------------------------------------------------------------------------------
-def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destination: str) -> None:
+@pytest.mark.parametrize(("destination", "grain"),
+                         [*((d, GRAIN) for d in DESTINATIONS), ("duckdb", "day")])
+def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destination: str,
+                                        grain: str) -> None:
     """After a day of activity the next run catches late commits, state changes, new items
-    and the new user and repository, and every table equals the truth again."""
+    and the new user and repository, and every table equals the truth again; statistics by
+    month (the default) or by day."""
+    grained = {} if grain == GRAIN else {"statistics_period": grain}
     sim = make_sim(edition="cloud")
     loader = Loader(sim, tmp_path, destination)
     old = Truth.read(sim)
-    loader.load()
+    loader.load(**grained)
     cursors = Cursors.read(loader, old.clock, old.workspace)
     before = {h for (h,) in select(loader, "cloud_workspace_commits", ("hash",))}
     answer = sim.advance(days=1)
     truth = Truth.read(sim)
     assert truth.clock == old.clock + DAY
-    result, log = run_with_log(sim, loader, now=truth.clock)
+    result, log = run_with_log(sim, loader, now=truth.clock, **grained)
     assert not result.report.skips
     window = Window(START, truth.clock)
 
@@ -783,18 +835,19 @@ def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destinati
     assert count(loader, "cloud_commits", f"WHERE repository_slug = '{new_repo}'") == 3
 
     check_everything(loader, truth, window)
-    # Statistics: every day equals the truth again — the re-read days (and the new one), and
-    # the older creation days of pull requests that changed state (read again for them).
-    old_days = {day_floor(from_ms(p["_sim"]["created_ms"])) for p in truth.prs
-                if (p["destination"]["repository"]["slug"], p["id"])
-                in {(slug, number) for slug, number, _ in answer["pull_request_changes"]}}
-    reread = day_floor(old.clock - LOOKBACK)
-    assert [d for d in old_days if d < reread], "no changed pull request older than look-back"
-    check_pr_statistics(loader, truth, window)
-    check_change_statistics(loader, truth, window, from_day=reread)
+    # Statistics: every period equals the truth again — the re-read periods (and the new
+    # one), and the older creation periods of pull requests that changed state (read again
+    # for them).
+    old_periods = {period_floor(from_ms(p["_sim"]["created_ms"]), grain) for p in truth.prs
+                   if (p["destination"]["repository"]["slug"], p["id"])
+                   in {(slug, number) for slug, number, _ in answer["pull_request_changes"]}}
+    reread = period_floor(old.clock - LOOKBACK, grain)
+    assert [d for d in old_periods if d < reread], "no changed pull request older than look-back"
+    check_pr_statistics(loader, truth, window, grain=grain)
+    check_change_statistics(loader, truth, window, from_day=reread, grain=grain)
     assert_reads_only_look_back(log, cursors, START, truth.workspace,
-                                refreshed_days(truth, cursors))
-    assert_request_parameters(log, truth.clock)
+                                refreshed_periods(truth, cursors, grain), grain)
+    assert_request_parameters(log, truth.clock, grain)
 
 
 # --------------------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ STATISTICS: dict[str, dict[str, StatisticsTable]] = {
 }
 RESOURCES = {"cloud": ["pull_request_statistics", "change_statistics"],
              "server": ["pull_request_statistics", "commit_statistics"]}
+# Daily rows, an explicit choice (the default is month): many rows of a window, some written
+# by the run's look-back and some only by the earlier load.
+GRAIN = "day"
 
 RowKey = tuple[str, str, datetime]  # (endpoint, repository scope, period_start)
 
@@ -92,7 +95,7 @@ def stored(rows: Callable[[str], list[tuple[Any, ...]]], edition: str,
         level = " AND level = 'repository'" if t.level_column else ""
         for scope, start, end, load_id in rows(
                 f'SELECT "{t.scope_column}", period_start, period_end, _dlt_load_id '
-                f"FROM {t.table} WHERE period = 'day'{level}"):
+                f"FROM {t.table} WHERE period = '{GRAIN}'{level}"):
             start, end = start.astimezone(UTC), end.astimezone(UTC)
             if window is None or (start < window[1] and end > window[0]):
                 found[(endpoint, str(scope), start)] = load_id
@@ -108,14 +111,15 @@ def measures_of(keys: set[RowKey], edition: str) -> int:
 def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
         edition: str, destination: str, make_sim: Callable[..., Simulator],
         tmp_path: Path) -> None:
-    """An earlier load of the repository-level statistics from 2026-03-01, then the same
+    """An earlier load of the repository-level daily statistics from 2026-03-01, then the same
     load again (it re-reads its look-back). Reconciled with the second load's ids over the
     two weeks before the clock: the rows that load wrote are not asked for (they are the
     API's answers of this run), each row of the earlier load in the window is asked for once
     and compared; the verdict counts both."""
     sim = make_sim(edition=edition)
     loader = Loader(sim, tmp_path, destination)
-    scopes = {"levels": ["repository"], "resources": RESOURCES[edition]}
+    scopes = {"levels": ["repository"], "resources": RESOURCES[edition],
+              "statistics_period": GRAIN}
     earlier = loader.load(**scopes)
     assert earlier.info is not None and not earlier.report.skips
     run = loader.load(**scopes)
@@ -152,14 +156,15 @@ def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
 
 def test_cli_backfill_asks_no_statistics_row_twice(make_sim: Callable[..., Simulator],
                                                    tmp_path: Path) -> None:
-    """`repo-analytics backfill` of the repository-level statistics alone, in three windows:
-    each stored row is asked for once, by the window that loaded it; the reconciliation
-    after the windows asks for none of them again (they are this run's), and says so."""
+    """`repo-analytics backfill` of the repository-level daily statistics alone, in three
+    windows: each stored row is asked for once, by the window that loaded it; the
+    reconciliation after the windows asks for none of them again (they are this run's), and
+    says so."""
     sim = make_sim(edition="cloud")
     before = sim.requests()["total"]
     done = run_cli(tmp_path, cli_env(sim), "backfill", "--since", "2026-05-01", "--until",
                    "2026-05-31", "--window-days", "10", "--levels", "repository",
-                   "--resources", ",".join(RESOURCES["cloud"]))
+                   "--resources", ",".join(RESOURCES["cloud"]), "--statistics-period", GRAIN)
     assert done.returncode == 0, done.stdout + done.stderr
     log = log_since(sim, before)
     statistics = [e for e in log if "statistics" in e["endpoint"]]

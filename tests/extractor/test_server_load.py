@@ -32,15 +32,17 @@ from sources.repo_analytics import FatalApiError
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DATASET, DESTINATIONS, FAST_RETRY, Loader
 from tests.extractor.test_cloud_load import (
+    GRAIN,
     as_utc,
     assert_window_rows,
     by_key,
     column_types,
     count,
     data_tables,
-    day_floor,
-    days,
     from_ms,
+    period_floor,
+    period_next,
+    periods,
     run_with_log,
     select,
 )
@@ -279,47 +281,48 @@ def check_people(loader: Loader, truth: Truth, window: Window, which: str,
     assert_window_rows(got, expected, window.start, window.start, window.clock, table)
 
 
-def expected_commit_statistics(truth: Truth, window: Window,
-                               scopes: Mapping[str, set[str]]) -> dict[tuple, tuple]:
-    """Per level, scope and UTC day: that day's commits and their line totals."""
+def expected_commit_statistics(truth: Truth, window: Window, scopes: Mapping[str, set[str]],
+                               grain: str = GRAIN) -> dict[tuple, tuple]:
+    """Per level, scope and UTC period (month by default): its commits and line totals."""
     expected = {}
     for level, names in scopes.items():
         for scope in names:
             mine = [c for c in truth.commits if window.readable(c) and in_scope(level, scope, c)]
-            for low, high in days(window.start, window.clock):
+            for low, high in periods(window.start, window.clock, grain):
                 today = [c["linesOfCode"] for c in mine if low <= at(c) < high]
                 expected[(level, scope, low)] = (
-                    level, scope, low, "day", high, "include", len(today),
+                    level, scope, low, grain, high, "include", len(today),
                     sum(x["added"] for x in today), sum(x["deleted"] for x in today))
     return expected
 
 
-def expected_pr_statistics(truth: Truth, window: Window,
-                           scopes: Mapping[str, set[str]]) -> dict[tuple, tuple]:
-    """Per level, scope and UTC day: PRs created that day, counted by their current state."""
+def expected_pr_statistics(truth: Truth, window: Window, scopes: Mapping[str, set[str]],
+                           grain: str = GRAIN) -> dict[tuple, tuple]:
+    """Per level, scope and UTC period: PRs created in it, counted by their current state."""
     return pr_statistics_rows(truth, window, [
         (level, scope, low) for level, names in scopes.items() for scope in names
-        for low, _ in days(window.start, window.clock)])
+        for low, _ in periods(window.start, window.clock, grain)], grain)
 
 
-def pr_statistics_rows(truth: Truth, window: Window,
-                       keys: Iterable[tuple[str, str, datetime]]) -> dict[tuple, tuple]:
-    """The truth's row of each (level, scope, UTC day): PRs created that day by state."""
+def pr_statistics_rows(truth: Truth, window: Window, keys: Iterable[tuple[str, str, datetime]],
+                       grain: str = GRAIN) -> dict[tuple, tuple]:
+    """The truth's row of each (level, scope, UTC period start): PRs created in the period (up
+    to the clock) by state."""
     expected = {}
     for level, scope, low in keys:
-        high = low + DAY
+        high = min(period_next(low, grain), window.clock)
         states = Counter(p["state"] for p in truth.prs
                          if window.readable(p) and in_scope(level, scope, p)
                          and low <= from_ms(p["createdDate"]) < high)
         expected[(level, scope, low)] = (
-            level, scope, low, "day", high, "all", "created", sum(states.values()),
+            level, scope, low, grain, high, "all", "created", sum(states.values()),
             states["DECLINED"], states["MERGED"], states["OPEN"])
     return expected
 
 
 def check_statistics(loader: Loader, table: str, expected: dict[tuple, tuple],
                      from_day: datetime | None = None) -> None:
-    """One row per level, scope and day; values equal on the days from `from_day`."""
+    """One row per level, scope and period; values equal on the periods from `from_day`."""
     columns = COMMIT_STAT_COLUMNS if "commit" in table else PR_STAT_COLUMNS
     got = by_key(select(loader, table, columns), 3)  # (level, scope, period_start)
     assert set(got) == set(expected), (
@@ -452,10 +455,10 @@ def check_exports_equal_served(loader: Loader, sim: Simulator, log: list[dict[st
 
 
 def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
-                              auth: str = "basic") -> None:
+                              auth: str = "basic", grain: str = GRAIN) -> None:
     """Every request: the auth scheme, explicit +00:00 offsets, the run's frozen untilDate on
-    lists, the endpoint's parameters, page sizes at the maxima, statistics in whole UTC days,
-    CSV windows of at most 366 days."""
+    lists, the endpoint's parameters, page sizes at the maxima, statistics in whole UTC
+    periods of the run's grain, CSV windows of at most 366 days."""
     until = wire(clock)
     for entry in log:
         endpoint, params = entry["endpoint"], entry["params"]
@@ -474,8 +477,8 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
             else:
                 assert (params["dateType"], params["limit"]) == ("updated", "500"), entry
         elif op == "statistics":
-            assert "limit" not in params and since == day_floor(since), entry
-            assert end == min(since + DAY, clock), entry
+            assert "limit" not in params and since == period_floor(since, grain), entry
+            assert end == min(period_next(since, grain), clock), entry
             if kind == "pull-requests":
                 assert params["dateType"] == "created", entry
         elif op == "csv":
@@ -507,6 +510,7 @@ class Loaded:
     second_log: list[dict[str, Any]]
     second_tables: dict[str, list[tuple]]
     cursors: dict[tuple[str, str, str], datetime]
+    grain: str  # the statistics_period of both runs
 
 
 def read_cursors(loader: Loader) -> dict[tuple[str, str, str], datetime]:
@@ -523,21 +527,30 @@ def read_cursors(loader: Loader) -> dict[tuple[str, str, str], datetime]:
     return cursors
 
 
-@pytest.fixture(scope="module", params=DESTINATIONS)
+# Each destination with its default settings; and DuckDB with daily statistics, the explicit
+# choice whose look-back and refresh edges fall on days.
+LOADS = [pytest.param((destination, GRAIN), id=destination) for destination in DESTINATIONS]
+LOADS.append(pytest.param(("duckdb", "day"), id="duckdb-day"))
+
+
+@pytest.fixture(scope="module", params=LOADS)
 def loaded(request: pytest.FixtureRequest, server_sim: Simulator,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
     """A tiny self-hosted host, every level and resource, from 2026-03-01 to its clock, then
-    loaded again with nothing new, into each destination with its default settings."""
+    loaded again with nothing new, into each destination with its default settings (and into
+    DuckDB by day)."""
+    destination, grain = request.param
+    grained = {} if grain == GRAIN else {"statistics_period": grain}
     sim = server_sim
-    loader = Loader(sim, Path(tmp_path_factory.mktemp("server_load")), request.param)
+    loader = Loader(sim, Path(tmp_path_factory.mktemp("server_load")), destination)
     truth = Truth.read(sim)
     window = Window(START, truth.clock)
-    first, first_log = run_with_log(sim, loader)
+    first, first_log = run_with_log(sim, loader, **grained)
     first_tables = contents(loader)
     cursors = read_cursors(loader)
-    second, second_log = run_with_log(sim, loader)
+    second, second_log = run_with_log(sim, loader, **grained)
     yield Loaded(sim, loader, truth, window, expected_scopes(truth, window), first, first_log,
-                 first_tables, second, second_log, contents(loader), cursors)
+                 first_tables, second, second_log, contents(loader), cursors, grain)
 
 
 def test_runs_are_clean(loaded: Loaded) -> None:
@@ -659,16 +672,18 @@ def test_users_are_those_seen_in_user_objects(loaded: Loaded) -> None:
 
 
 def test_commit_statistics_equal_truth(loaded: Loaded) -> None:
-    """One row per level, scope and UTC day: the day's commits and line totals (merges
-    included), recomputed from the truth commits of the scope."""
+    """One row per level, scope and UTC period (month by default, or day): its commits and
+    line totals (merges included), recomputed from the truth commits of the scope."""
     check_statistics(loaded.loader, "server_commit_statistics",
-                     expected_commit_statistics(loaded.truth, loaded.window, loaded.scopes))
+                     expected_commit_statistics(loaded.truth, loaded.window, loaded.scopes,
+                                                loaded.grain))
 
 
 def test_pull_request_statistics_equal_truth(loaded: Loaded) -> None:
-    """One row per level, scope and UTC day: PRs created that day by their state."""
+    """One row per level, scope and UTC period: PRs created in it by their state."""
     check_statistics(loaded.loader, "server_pull_request_statistics",
-                     expected_pr_statistics(loaded.truth, loaded.window, loaded.scopes))
+                     expected_pr_statistics(loaded.truth, loaded.window, loaded.scopes,
+                                            loaded.grain))
 
 
 def test_no_duplicate_keys(loaded: Loaded) -> None:
@@ -686,25 +701,29 @@ def test_second_run_changes_nothing(loaded: Loaded) -> None:
 def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
     """A nightly run starts each list scope at its newest loaded cursor minus the look-back;
     the global lists are also read for discovery from the last run's end minus look-back.
-    Older pull-request statistics are read one day at a time, and only for the creation days
-    of pull requests the run's lists read again (their counts by state may have changed)."""
+    Older pull-request statistics are read one period at a time, and only for the creation
+    periods of pull requests the run's lists read again (their counts by state may have
+    changed)."""
     checked = refreshed = 0
+    grain = loaded.grain
     prefix = loaded.sim.info()["api_prefix"]
     oldest_read = min(c for (kind, _, _), c in loaded.cursors.items()
                       if kind == "pull-requests") - LOOKBACK
-    created_days = {day_floor(from_ms(p["createdDate"])) for p in loaded.truth.prs
-                    if from_ms(p["updatedDate"]) >= oldest_read}
+    created_periods = {period_floor(from_ms(p["createdDate"]), grain) for p in loaded.truth.prs
+                       if from_ms(p["updatedDate"]) >= oldest_read}
+    horizon = period_floor(loaded.truth.clock - LOOKBACK, grain)
     for entry in loaded.second_log:
         kind, op, _ = entry["endpoint"].split(".")
         since = wire_time(entry["params"]["sinceDate"])
         if op != "list":  # statistics and exports: their cursor is the last run's end
-            if since < day_floor(loaded.truth.clock - LOOKBACK):
+            if since < horizon:
                 assert op == "statistics" and kind == "pull-requests", entry
-                assert wire_time(entry["params"]["untilDate"]) == since + DAY, entry
-                assert since in created_days, entry
+                assert wire_time(entry["params"]["untilDate"]) == period_next(since, grain), (
+                    entry)
+                assert since in created_periods, entry
                 refreshed += 1
                 continue
-            assert since >= day_floor(loaded.truth.clock - LOOKBACK), entry
+            assert since >= horizon, entry
             continue
         level, scope = scope_of_path(entry["path"], prefix)
         bound = max(START, loaded.cursors[(kind, level, scope)] - LOOKBACK)
@@ -713,12 +732,14 @@ def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
         assert since == bound.replace(microsecond=0), (entry, bound)
         checked += 1
     assert checked > 10 and refreshed > 0
-    assert len(loaded.second_log) < len(loaded.first_log) / 3
+    assert len(loaded.second_log) < len(loaded.first_log)
+    if grain == "day":  # a statistics request per day of the range, against 3 or 4
+        assert len(loaded.second_log) < len(loaded.first_log) / 3
 
 
 def test_requests_carry_expected_parameters(loaded: Loaded) -> None:
-    assert_request_parameters(loaded.first_log, loaded.truth.clock)
-    assert_request_parameters(loaded.second_log, loaded.truth.clock)
+    assert_request_parameters(loaded.first_log, loaded.truth.clock, grain=loaded.grain)
+    assert_request_parameters(loaded.second_log, loaded.truth.clock, grain=loaded.grain)
     endpoints = {e["endpoint"] for e in loaded.first_log}
     assert endpoints == {f"{kind}.{op}.{level}" for kind in ("commits", "pull-requests")
                          for op in ("list", "statistics", "csv") for level in LEVELS}
@@ -762,7 +783,8 @@ VIEW_COLUMNS = {
 
 
 # The canonical views are DuckDB's (README: Canonical views): their tests take the DuckDB load.
-DUCKDB_ONLY = pytest.mark.parametrize("loaded", ["duckdb"], indirect=True)
+DUCKDB_ONLY = pytest.mark.parametrize("loaded", [("duckdb", GRAIN)], indirect=True,
+                                      ids=["duckdb"])
 
 
 @DUCKDB_ONLY
@@ -1182,6 +1204,7 @@ class Advanced:
     first_log: list[dict[str, Any]]
     result: LoadResult
     log: list[dict[str, Any]]
+    grain: str  # the statistics_period of both runs
 
 
 def people_counts(loader: Loader) -> dict[str, Counter[tuple[str, int]]]:
@@ -1190,25 +1213,28 @@ def people_counts(loader: Loader) -> dict[str, Counter[tuple[str, int]]]:
             for which in ("reviewers", "participants")}
 
 
-@pytest.fixture(scope="module", params=DESTINATIONS)
+@pytest.fixture(scope="module", params=LOADS)
 def advanced(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Advanced]:
     """A tiny host loaded, advanced a day (late commits, state changes, a new user and
     repository) with three PRs' reviewer or participant lists shortened, loaded again, into
-    each destination with its default settings."""
+    each destination with its default settings (and into DuckDB by day)."""
+    destination, grain = request.param
+    grained = {} if grain == GRAIN else {"statistics_period": grain}
     with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
-        loader = Loader(sim, Path(tmp_path_factory.mktemp("server_advance")), request.param)
+        loader = Loader(sim, Path(tmp_path_factory.mktemp("server_advance")), destination)
         old = Truth.read(sim)
-        _, first_log = run_with_log(sim, loader, start_date=LATE_START.isoformat())
+        _, first_log = run_with_log(sim, loader, start_date=LATE_START.isoformat(), **grained)
         before = {i for (i,) in select(loader, "server_commits_global", ("id",))}
         people_before = people_counts(loader)
         answer = sim.advance(days=1)
         clock = datetime.fromtimestamp(sim.info()["now"], UTC)
         changed = change_people(sim, Window(LATE_START, old.clock), clock - timedelta(hours=1))
         truth = Truth.read(sim)
-        result, log = run_with_log(sim, loader, now=clock, start_date=LATE_START.isoformat())
+        result, log = run_with_log(sim, loader, now=clock, start_date=LATE_START.isoformat(),
+                                   **grained)
         yield Advanced(sim, loader, old, truth, answer, changed, before, people_before,
-                       first_log, result, log)
+                       first_log, result, log, grain)
 
 
 def test_incremental_load_after_advance(advanced: Advanced) -> None:
@@ -1241,27 +1267,29 @@ def test_incremental_load_after_advance(advanced: Advanced) -> None:
             check_list(a.loader, a.truth, window, kind, level, scopes)
     check_parents(a.loader, a.truth, window)
     check_primary_keys(a.loader)
-    # Late commits are authored inside the look-back: every commit statistics day is right
-    # again. PR statistics count PRs by creation day and current state: the creation days of
-    # the PRs this run read (they changed) are read again, also before the look-back and
-    # before `start_date` (a row of its own there), so every day is right again too.
+    # Late commits are authored inside the look-back: every commit statistics period is right
+    # again. PR statistics count PRs by creation period and current state: the creation
+    # periods of the PRs this run read (they changed) are read again, also before the
+    # look-back and before `start_date` (a row of its own there), so every period is right
+    # again too.
+    grain = a.grain
     check_statistics(a.loader, "server_commit_statistics",
-                     expected_commit_statistics(a.truth, window, scopes))
+                     expected_commit_statistics(a.truth, window, scopes, grain))
     older = {(level, scope, as_utc(low)) for level, scope, low in select(
         a.loader, "server_pull_request_statistics", ("level", "scope", "period_start"))
         if as_utc(low) < window.start}
     changed = {(slug, number) for slug, number, _ in a.answer["pull_request_changes"]}
-    assert {(level, scope, day_floor(from_ms(p["createdDate"])))
+    assert {(level, scope, period_floor(from_ms(p["createdDate"]), grain))
             for p in a.truth.prs if (p["toRef"]["repository"]["slug"], p["id"]) in changed
             and from_ms(p["createdDate"]) < window.start
             for level, names in scopes.items() for scope in names
             if in_scope(level, scope, p)} <= older
     check_statistics(a.loader, "server_pull_request_statistics",
-                     {**expected_pr_statistics(a.truth, window, scopes),
-                      **pr_statistics_rows(a.truth, window, older)})
+                     {**expected_pr_statistics(a.truth, window, scopes, grain),
+                      **pr_statistics_rows(a.truth, window, older, grain)})
     # re-fetched now, the first run's windows and this run's give today's rows
     check_exports_equal_served(a.loader, a.sim, a.first_log + a.log, a.sim.basic_auth)
-    assert_request_parameters(a.log, a.truth.clock)
+    assert_request_parameters(a.log, a.truth.clock, grain=grain)
 
 
 def test_reread_pull_requests_replace_their_people(advanced: Advanced) -> None:

@@ -147,7 +147,7 @@ def test_valid_config_defaults() -> None:
     assert plan.page_size is None
     assert plan.until == NOW and plan.start == NOW - timedelta(days=30)
     assert plan.lookback == timedelta(days=3)
-    assert plan.statistics_period == "day"
+    assert plan.statistics_period == "month"
     assert plan.client == ClientSettings()
     assert "t0ken" not in repr(plan)
 

@@ -65,6 +65,19 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "pull_request_outcomes_weekly": ("edition", "project_key", "repository_slug", "week",
                                      "merged", "declined", "superseded",
                                      "resolutions_from_updated_at"),
+    "commits_by_level": ("edition", "level", "scope", "project_key", "repository_slug",
+                         "commit_id", "day", "day_basis", "is_merge", "lines_added",
+                         "lines_deleted"),
+    "pull_requests_by_level": ("edition", "level", "scope", "project_key", "repository_slug",
+                               "pull_request_id", "state", "created_at", "resolved_at",
+                               "resolved_at_source"),
+    "daily_commit_activity": ("edition", "level", "scope", "day", "day_basis", "commits",
+                              "merge_commits", "commits_with_lines", "lines_added",
+                              "lines_deleted"),
+    "daily_pull_request_activity": ("edition", "level", "scope", "day", "created",
+                                    "created_open", "created_merged", "created_declined",
+                                    "created_superseded", "merged", "declined", "superseded",
+                                    "resolutions_from_updated_at"),
 }
 BASE_VIEWS = ("commits", "pull_requests", "pull_request_statistics", "commit_statistics")
 EDITIONS = ("cloud", "server")
@@ -276,6 +289,9 @@ def test_view_column_types_do_not_depend_on_the_edition(view_dbs: ViewDbs) -> No
     assert typed["commits", "authored_at_utc"] == "TIMESTAMP WITH TIME ZONE"
     assert typed["commits", "authored_at_local"] == "TIMESTAMP"  # zone-less: never labelled UTC
     assert typed["daily_author_activity", "day"] == "DATE"
+    assert typed["daily_commit_activity", "day"] == "DATE"
+    assert typed["daily_pull_request_activity", "day"] == "DATE"
+    assert typed["daily_commit_activity", "lines_added"] == "BIGINT"
 
 
 @pytest.mark.parametrize("kind", ["single", "both"])
