@@ -1,10 +1,12 @@
 """Statistics by month, the default grain (issue 11), through a backfill whose windows are not
 aligned with months, and through nightly runs.
 
-A backfill drops each window's partial last period: a month spanning two 30-day windows is
-read, complete, by the window holding its end, and by no other. A later backfill of a range
-ending inside a month never replaces that month's complete row with a partial one. A nightly
-run reads the current month up to its end (partial), and again each night until it is over.
+A backfill drops each window's partial last period: a month spanning two windows is read,
+complete, by the window holding its end, and by no other. The windows here are 30 days long,
+so that every month spans two (the default, a quarter of 92 days, is no more aligned). A
+later backfill of a range ending inside a month never replaces that month's complete row
+with a partial one. A nightly run reads the current month up to its end (partial), and
+again each night until it is over.
 
 Real simulators over HTTP; expected values come from the simulator's truth and request log.
 """
