@@ -373,18 +373,16 @@ def read_scope(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[B
 
 def tracking(endpoint: Endpoint, batches: Iterator[Batch],
              newest: list[datetime]) -> Iterator[Batch]:
-    """The batches; the newest cursor value of the endpoint's own table goes to `newest`
-    (as UTC: a zone-less cursor column is read as UTC, as `readers.bounds` does)."""
+    """The batches; each one's newest cursor value (of the endpoint's own table) is added to
+    `newest`, as UTC: a zone-less cursor column is read as UTC, as `readers.bounds` does."""
     for batch in batches:
         if endpoint.cursor and batch.table_name == endpoint.table:
-            value = pc.max(batch.table.column(endpoint.cursor)).as_py()
-            if isinstance(value, datetime):
-                newest[:] = [max(newest + [value if value.tzinfo else
-                                           value.replace(tzinfo=UTC)])]
+            newest.extend(stored_cursor(pc.max(batch.table.column(endpoint.cursor)).as_py()))
         yield batch
 
 
 def stored_cursor(stored: Any) -> list[datetime]:
+    """A cursor value as an aware instant, in a list; an empty list for no value."""
     if not isinstance(stored, datetime):
         return []
     return [stored if stored.tzinfo else stored.replace(tzinfo=UTC)]
