@@ -28,7 +28,6 @@ from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.load import (
     LoadResult,
-    extract_workers,
     restore_state,
     run_load,
     settle_pending,
@@ -253,7 +252,7 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
     runner = WindowRunner(pipeline, source_args, wanted, clock, HostGate(concurrency), shown,
                           RangeDiscovery(planned[0][0], planned[-1][1]))
     failure: BaseException | None = None
-    with extract_workers(str(concurrency)), ThreadPoolExecutor(
+    with ThreadPoolExecutor(
             max_workers=min(parallel, max(len(todo), 1)),
             thread_name_prefix="backfill-window") as pool:
         pending: set[Future[WindowOutcome | None]] = {

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ from dlt.common.storages.exceptions import SchemaNotFoundError
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
 from sources.repo_analytics import ConfigError, RunReport, repo_analytics
-from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
@@ -70,10 +67,8 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
              **source_args: Any) -> LoadResult:
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
-    `concurrency` (scopes each resource reads at once) is also dlt's extract worker count for
-    this run, unless EXTRACT__WORKERS is set in the environment. `load_lock` is held while the
-    destination is used (restoring state, loading, views): the backfill's windows share one
-    DuckDB writer.
+    `load_lock` is held while the destination is used (restoring state, loading, views): the
+    backfill's windows share one DuckDB writer.
     `report` collects the run's counts (a new one when not given). `restore=False` skips
     asking the destination for newer state: a backfill's window pipeline asks once, before its
     first window (its later windows follow its own loads).
@@ -90,13 +85,11 @@ def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | No
             settle_pending(pipeline)
             if restore:
                 restore_state(pipeline)
-        workers = str(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
-        with extract_workers(workers):
-            if pipeline.destination.destination_name == "filesystem":
-                source_args = {"merge_strategy": "upsert", **source_args}
-            pipeline.activate()  # the source function reads the active pipeline's state
-            source = repo_analytics(report=report, **source_args)
-            pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+        if pipeline.destination.destination_name == "filesystem":
+            source_args = {"merge_strategy": "upsert", **source_args}
+        pipeline.activate()  # the source function reads the active pipeline's state
+        source = repo_analytics(report=report, **source_args)
+        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
         with guard:
             info = pipeline.load()
@@ -243,16 +236,3 @@ def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:
     if pipeline.destination.destination_name == "filesystem":
         return {"table_format": "delta"}
     return {}
-
-
-@contextmanager
-def extract_workers(count: str) -> Iterator[None]:
-    """dlt reads its worker count from config; set it for one run and put it back."""
-    if "EXTRACT__WORKERS" in os.environ:
-        yield
-        return
-    os.environ["EXTRACT__WORKERS"] = count
-    try:
-        yield
-    finally:
-        os.environ.pop("EXTRACT__WORKERS", None)

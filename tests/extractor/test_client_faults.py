@@ -276,10 +276,8 @@ def test_insert_while_paging_pull_requests_is_caught_by_the_next_run(
     assert set(loaded) == in_window(sim, "pull-requests", START, clock(sim))
 
 
-def test_429_holds_every_thread(make_sim: MakeSim, loader: MakeLoader,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_429_holds_every_thread(make_sim: MakeSim, loader: MakeLoader) -> None:
     """One scope's 429 with Retry-After makes the other scopes' threads wait too (HostGate)."""
-    monkeypatch.setenv("EXTRACT__WORKERS", "4")
     sim = make_sim(edition="cloud", token=SECRET)
     sim.set_faults({"seed": 1, "rules": [{"kind": "429", "rate": 1, "count": 1, "retry_after": 1,
                                           "match": "commits.list.repository"}]})
