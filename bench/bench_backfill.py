@@ -1,11 +1,10 @@
-"""How long a year's backfill takes with 1, 2 and 4 windows at once, with and without latency.
+"""How long a year's backfill takes with each `concurrency`, with and without latency.
 
 Usage:
-    python bench/bench_backfill.py [--size small] [--latency-ms 0,50] [--parallel 1,2,4]
-                                   [--concurrency 4,8]
+    python bench/bench_backfill.py [--size small] [--latency-ms 0,50] [--concurrency 4,8]
 
-Run on demand (pytest does not collect it). For each latency, `concurrency` (the bound on
-requests open at once) and parallel-window count it
+Run on demand (pytest does not collect it). For each latency and `concurrency` (the bound on
+requests open at once, and the scopes each resource reads at once) it
 starts a fresh simulated cloud host in this process (`slow` fault at rate 1 adds the latency
 to every API answer, as a remote host would), backfills its year in 61-day windows at the
 workspace and repository levels into a fresh DuckDB file, and records wall time, requests,
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import shutil
@@ -40,7 +40,7 @@ from simulator import SimConfig, Simulator  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
-def one_run(size: str, latency_ms: int, parallel: int, concurrency: int) -> dict[str, Any]:
+def one_run(size: str, latency_ms: int, concurrency: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
     try:
         with Simulator(SimConfig(edition="cloud", size=size)) as sim:
@@ -55,11 +55,11 @@ def one_run(size: str, latency_ms: int, parallel: int, concurrency: int) -> dict
             clock = datetime.fromtimestamp(info["now"], UTC)
             began = time.monotonic()
             result = run_backfill(pipeline, (clock - timedelta(days=366)).date().isoformat(),
-                                  clock.isoformat(), 61, now=clock, parallel=parallel, **args)
+                                  clock.isoformat(), 61, now=clock, **args)
             seconds = time.monotonic() - began
         totals = [w.result.report.totals() for w in result.windows if w.result]
         return {"size": size, "latency_ms": latency_ms, "concurrency": concurrency,
-                "parallel": parallel,
+                "load1": round(os.getloadavg()[0], 2),
                 "windows": len(result.windows), "seconds": round(seconds, 1),
                 "requests": sum(t.requests for t in totals),
                 "rows": sum(t.rows for t in totals),
@@ -72,7 +72,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="small")
     parser.add_argument("--latency-ms", default="0,50")
-    parser.add_argument("--parallel", default="1,2,4")
     parser.add_argument("--concurrency", default="4,8")
     parser.add_argument("--name", default="backfill",
                         help="results file name under bench/results/ (.json, .md)")
@@ -80,19 +79,19 @@ def main() -> None:
     rows = []
     for latency in (int(v) for v in options.latency_ms.split(",")):
         for concurrency in (int(v) for v in options.concurrency.split(",")):
-            for parallel in (int(v) for v in options.parallel.split(",")):
-                row = one_run(options.size, latency, parallel, concurrency)
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+            row = one_run(options.size, latency, concurrency)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{options.name}.json").write_text(json.dumps(rows, indent=2))
     lines = [f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
              "", f"{platform.platform()}, {platform.python_version()}, "
              f"{datetime.now(UTC):%Y-%m-%d}; peak RSS is the process's so far (cumulative).",
-             "", "| latency per request | concurrency | windows at once | seconds | requests | "
-             "rows | peak RSS MB |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['latency_ms']} ms | {r['concurrency']} | {r['parallel']} | {r['seconds']} "
-              f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} |" for r in rows]
+             "", "| latency per request | concurrency | seconds | requests | rows | peak RSS MB "
+             "| load average |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['latency_ms']} ms | {r['concurrency']} | {r['seconds']} "
+              f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} | {r['load1']} |"
+              for r in rows]
     (RESULTS / f"{options.name}.md").write_text("\n".join(lines) + "\n")
 
 

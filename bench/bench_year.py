@@ -12,7 +12,7 @@ its wall time, CPU seconds (user + sys, from `os.wait4`) and peak RSS are its ow
 and repeat, in an order that alternates between repeats:
 
 - `ours-duckdb`: `repo-analytics backfill` of the year before the simulator's clock into a
-  fresh DuckDB file (default window size and parallel windows, reconciliation included, as a
+  fresh DuckDB file (default window size, reconciliation included, as a
   user runs it); the simulator's request log of this run is collected while it runs;
 - `limit`: that request log replayed -- same paths, parameters, Accept header and concurrency
   (`--concurrency`, ours' default 4) -- with one `requests.Session` per thread and

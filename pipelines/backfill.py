@@ -1,38 +1,25 @@
-"""Backfill: a long range in half-open windows, several at once, resumable after a crash.
+"""Backfill: a long range in half-open windows, one after another, resumable after a crash.
 
-Each window is one load that reads exactly [start, end) for every scope and records the
-window as finished in the same load: a window is finished only once its data is in, a crash
-repeats at most the windows it hit, and merge keys make that repeat harmless.
-
-Windows run `parallel` at a time, each on a window pipeline of its own (`<name>_window_<n>`:
-dlt runs one load at a time per pipeline, and separate pipelines in separate threads). They
-load the same dataset one after another (one lock: a DuckDB file has one writer), share one
-gate per host (a 429 holds them all; at most `concurrency` requests are open at once), and
-never touch the main pipeline's nightly cursors.
+Each window is one load of the pipeline -- the same pipeline the nightly runs use, so dlt's
+`pipeline info`, `trace` and `load-package` describe every backfill -- that reads exactly
+[start, end) for every scope and records the window as finished in the same load: a window is
+finished only once its data is in, a crash repeats at most the window it hit, and merge keys
+make that repeat harmless. Within a window every resource reads its scopes `concurrency` at
+once (windows at once were measured no faster: the host's `concurrency` open requests are the
+bound either way). A backfill's windows never move the nightly cursors; a backfill that reaches
+the clock sets them at its end in one state-only load.
 """
 
 from __future__ import annotations
 
-import itertools
-import shutil
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import dlt
-from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
-from pipelines.load import (
-    LoadResult,
-    restore_state,
-    run_load,
-    settle_pending,
-    sibling,
-)
+from pipelines.load import LoadResult, import_once, restore_state, run_load, settle_pending
 from pipelines.progress import Progress
 from pipelines.views import create_views
 from sources.repo_analytics import WINDOW_MARKER, RunReport
@@ -46,8 +33,6 @@ from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 SIGNATURE_KEYS = ("edition", "base_url", "workspace", "levels", "resources", "projects",
                   "repositories", "users")
 DEFAULT_WINDOW_DAYS = 92  # a quarter: each window is a dlt load, ~0.5 s of fixed cost
-DEFAULT_PARALLEL_WINDOWS = 2
-MAX_PARALLEL_WINDOWS = 8
 
 
 @dataclass
@@ -69,9 +54,14 @@ class BackfillResult:
     def partial(self) -> bool:
         return any(w.result is not None and w.result.report.partial for w in self.windows)
 
+    @property
+    def load_ids(self) -> tuple[str, ...]:
+        """The ids of the loads the backfill made, window by window."""
+        return tuple(i for w in self.windows if w.result for i in w.result.load_ids)
+
     def totals(self) -> dict[str, float]:
-        """The backfill's duration and waits: wall-clock (at least one thread of any window
-        waiting) and summed over every thread."""
+        """The backfill's duration and waits: wall-clock (at least one thread waiting) and
+        summed over every thread."""
         reports = [w.result.report for w in self.windows if w.result]
         return {"duration_seconds": round(self.seconds, 3),
                 "wait_seconds_wall": round(waited_wall(reports), 3),
@@ -95,68 +85,13 @@ def normalise(value: Any) -> Any:
     return value if value is not None else "all"
 
 
-def window_pipeline_name(pipeline_name: str, slot: int) -> str:
-    return f"{pipeline_name}_window_{slot}"
-
-
-def window_pipelines(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
-                     ) -> list[dlt.Pipeline]:
-    """The pipeline and its window pipelines, each with its state restored from the
-    destination when its working folder was lost, and a crashed run's packages finished.
-    The pipeline is active again afterwards."""
-    found = [pipeline]
-    settle_pending(pipeline)
-    restore_state(pipeline)
-    stored = stored_pipelines(pipeline)
-    for slot in range(1, slots + 1):
-        name = window_pipeline_name(pipeline.pipeline_name, slot)
-        known = (Path(pipeline.pipelines_dir) / name).exists()
-        if not known and stored is not None and name not in stored:
-            continue  # never used, here or elsewhere: nothing to restore or finish
-        each = sibling(pipeline, name)
-        settle_pending(each)
-        restore_state(each)
-        if known or each.state.get("sources"):
-            found.append(each)
-        else:  # never used, here or (restored from the destination) elsewhere
-            shutil.rmtree(each.working_dir, ignore_errors=True)
-    pipeline.activate()
-    return found
-
-
-def stored_pipelines(pipeline: dlt.Pipeline) -> set[str] | None:
-    """Names of the pipelines whose state the destination holds, or None when it cannot
-    tell (each window pipeline is then asked; making one costs a tenth of a second). A
-    filesystem destination cannot: its SQL view of the dataset may lack the state table."""
-    if pipeline.destination.destination_name == "filesystem":
-        return None
-    try:
-        with pipeline.sql_client() as client:
-            table = client.make_qualified_table_name("_dlt_pipeline_state")
-            rows = client.execute_sql(f"SELECT DISTINCT pipeline_name FROM {table}")
-            return {str(name) for (name,) in rows or ()}
-    except DatabaseUndefinedRelation:
-        return set()  # nothing loaded into this dataset yet
-    except Exception:  # noqa: BLE001 - a destination without SQL access: ask each one
-        return None
-
-
-def recorded_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
-    """The windows one pipeline's state records as finished, with their signatures."""
+def finished_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
+    """The windows the pipeline's state records as finished, each with the signatures it was
+    finished for (its working folder's state, or the destination's when that is newer)."""
     sources = pipeline.state.get("sources", {})
     resources = sources.get("repo_analytics", {}).get("resources", {})
-    return dict(resources.get(WINDOW_MARKER, {}).get("finished", {}))
-
-
-def finished_windows(pipeline: dlt.Pipeline, slots: int = MAX_PARALLEL_WINDOWS
-                     ) -> dict[str, Any]:
-    """Windows recorded as finished by the pipeline (sequential backfills of earlier versions)
-    or by any of its window pipelines."""
-    done: dict[str, Any] = {}
-    for each in window_pipelines(pipeline, slots):
-        for key, wanted in recorded_windows(each).items():
-            done.setdefault(key, []).append(wanted)
-    return done
+    return {key: [wanted] for key, wanted in
+            resources.get(WINDOW_MARKER, {}).get("finished", {}).items()}
 
 
 def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
@@ -170,112 +105,44 @@ def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
     return list(windows(start, end, timedelta(days=days)))
 
 
-@dataclass
-class WindowRunner:
-    """Loads windows on the calling thread's own window pipeline."""
-
-    pipeline: dlt.Pipeline
-    source_args: dict[str, Any]
-    wanted: dict[str, Any]
-    clock: datetime
-    gate: HostGate
-    progress: Progress
-    discovery: RangeDiscovery  # users of the whole range, known to every window
-    load_lock: threading.Lock = field(default_factory=threading.Lock)
-    stopping: threading.Event = field(default_factory=threading.Event)
-    _slots: Any = field(default_factory=lambda: itertools.count(1))
-    _local: threading.local = field(default_factory=threading.local)
-
-    def own_pipeline(self) -> dlt.Pipeline:
-        """This thread's window pipeline: dlt binds a pipeline to the thread that made it."""
-        mine = getattr(self._local, "pipeline", None)
-        if mine is None:
-            name = window_pipeline_name(self.pipeline.pipeline_name, next(self._slots))
-            mine = self._local.pipeline = sibling(self.pipeline, name)
-            self._local.restored = False
-        return mine
-
-    def run(self, index: int, start: datetime, end: datetime) -> WindowOutcome | None:
-        if self.stopping.is_set():  # another window failed: start nothing new
-            return None
-        began = time.monotonic()
-        key = window_key(start, end)
-        report = RunReport()
-        self.progress.watch(report)
-        try:
-            pipeline = self.own_pipeline()
-            restore = not self._local.restored  # its first window: state may be elsewhere
-            self._local.restored = True
-            loaded = run_load(pipeline, start_date=start.isoformat(), restore=restore,
-                              end_date=end.isoformat(), now=self.clock,
-                              backfill_window={"key": key, "signature": self.wanted},
-                              host_gate=self.gate, range_discovery=self.discovery,
-                              load_lock=self.load_lock, views=False,
-                              report=report, **self.source_args)
-        except BaseException:
-            self.stopping.set()  # before this thread takes the next window off the queue
-            raise
-        return WindowOutcome(start, end, False, loaded, time.monotonic() - began, index)
-
-
 def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | datetime | None,
                  window_days: int = DEFAULT_WINDOW_DAYS,
                  progress: Progress | None = None, now: datetime | None = None,
-                 parallel: int = DEFAULT_PARALLEL_WINDOWS, **source_args: Any
-                 ) -> BackfillResult:
-    """Load [since, until) window by window, `parallel` windows at once, skipping windows
-    an earlier run finished. The first failure stops new windows from starting; the windows
-    under way finish and stay recorded, and the failure is raised."""
-    if not 1 <= parallel <= MAX_PARALLEL_WINDOWS:
-        raise ConfigError("parallel_windows", parallel,
-                          f"a number from 1 to {MAX_PARALLEL_WINDOWS}")
+                 **source_args: Any) -> BackfillResult:
+    """Load [since, until) window by window on `pipeline`, skipping the windows an earlier
+    run finished. A failure stops the backfill: the windows loaded before it stay recorded,
+    and the failure is raised."""
     began = time.monotonic()
     clock = now or datetime.now().astimezone()
     planned = plan_windows(since, until, window_days, clock)
     shown = progress or Progress()
     shown.planned(len(planned))  # before finding the finished ones, which can take seconds
+    settle_pending(pipeline)  # a crashed run's packages land (with their window records)
+    restore_state(pipeline)  # a lost working folder: the destination's state
+    import_once(pipeline)
     wanted = signature(source_args)
     done = finished_windows(pipeline)
-    outcomes: dict[int, WindowOutcome] = {}
-
-    def ended(outcome: WindowOutcome) -> None:
-        outcomes[outcome.index] = outcome
-        shown.window_ended(outcome, len(outcomes), len(planned))
-
-    todo = []
-    for index, (start, end) in enumerate(planned, 1):
-        if wanted in done.get(window_key(start, end), ()):
-            ended(WindowOutcome(start, end, resumed=True, index=index))
-        else:
-            todo.append((index, start, end))
     concurrency = int(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
-    runner = WindowRunner(pipeline, source_args, wanted, clock, HostGate(concurrency), shown,
-                          RangeDiscovery(planned[0][0], planned[-1][1]))
-    failure: BaseException | None = None
-    with ThreadPoolExecutor(
-            max_workers=min(parallel, max(len(todo), 1)),
-            thread_name_prefix="backfill-window") as pool:
-        pending: set[Future[WindowOutcome | None]] = {
-            pool.submit(runner.run, *window) for window in todo}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    try:
-                        outcome = future.result()
-                    except Exception as error:  # noqa: BLE001 - raised once all have ended
-                        runner.stopping.set()
-                        failure = failure or error
-                        continue
-                    if outcome is not None:
-                        ended(outcome)
-        except BaseException:  # Ctrl-C: start nothing new; the windows under way finish
-            runner.stopping.set()
-            raise
-    pipeline.activate()
-    if failure is not None:
-        raise failure
-    result = BackfillResult([outcomes[i] for i in sorted(outcomes)], 0.0)
+    gate = HostGate(concurrency)  # a 429 in one window holds the next one too
+    discovery = RangeDiscovery(planned[0][0], planned[-1][1])  # users of the whole range
+    result = BackfillResult()
+    for index, (start, end) in enumerate(planned, 1):
+        key = window_key(start, end)
+        if wanted in done.get(key, ()):
+            outcome = WindowOutcome(start, end, resumed=True, index=index)
+        else:
+            window_began = time.monotonic()
+            report = RunReport()
+            shown.watch(report)
+            loaded = run_load(pipeline, start_date=start.isoformat(), restore=False,
+                              end_date=end.isoformat(), now=clock,
+                              backfill_window={"key": key, "signature": wanted},
+                              host_gate=gate, range_discovery=discovery, views=False,
+                              report=report, **source_args)
+            outcome = WindowOutcome(start, end, False, loaded,
+                                    time.monotonic() - window_began, index)
+        result.windows.append(outcome)
+        shown.window_ended(outcome, index, len(planned))
     if not until and not result.partial:
         seed_nightly_cursors(pipeline, result, planned[-1][1], clock, source_args)
     if pipeline.destination.destination_name == "duckdb":

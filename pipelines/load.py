@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
 from sources.repo_analytics import ConfigError, RunReport, repo_analytics
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMAS = ROOT / "schemas"
+SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema
 
 
@@ -39,9 +37,13 @@ class LoadResult:
 
 def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None,
                   dataset_name: str = "repo_analytics", pipelines_dir: str | None = None,
-                  schemas_dir: Path = SCHEMAS) -> dlt.Pipeline:
-    """The pipeline: DuckDB by default, schemas imported from and exported to `schemas_dir`."""
+                  schemas_dir: Path | None = None) -> dlt.Pipeline:
+    """The pipeline: DuckDB by default, schemas imported from and exported to `schemas_dir`
+    (default: `schemas/` in the working directory, as in a dlt project; never a folder of
+    the installed package). dlt writes the first schema it makes into `import/`: that
+    installation's pinned schema."""
     check_dataset_name(dataset_name)
+    schemas_dir = schemas_dir if schemas_dir is not None else Path.cwd() / SCHEMAS_FOLDER
     return dlt.pipeline(
         pipeline_name=pipeline_name,
         destination=destination or "duckdb",
@@ -62,40 +64,35 @@ def check_dataset_name(name: str) -> None:
                           f"underscore (dlt would make it `{normalised}`): pass --dataset NAME")
 
 
-def run_load(pipeline: dlt.Pipeline, load_lock: AbstractContextManager[Any] | None = None,
-             views: bool = True, report: RunReport | None = None, restore: bool = True,
-             **source_args: Any) -> LoadResult:
+def run_load(pipeline: dlt.Pipeline, views: bool = True, report: RunReport | None = None,
+             restore: bool = True, **source_args: Any) -> LoadResult:
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
-    `load_lock` is held while the destination is used (restoring state, loading, views): the
-    backfill's windows share one DuckDB writer.
     `report` collects the run's counts (a new one when not given). `restore=False` skips
-    asking the destination for newer state: a backfill's window pipeline asks once, before its
-    first window (its later windows follow its own loads).
+    asking the destination for newer state: a backfill asks once, before its first window
+    (its later windows follow its own loads).
     """
     report = report if report is not None else RunReport()
-    guard = load_lock or nullcontext()
     stamp_load_ids()
     wake_on_finished_jobs()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
     try:
-        with guard:
-            settle_pending(pipeline)
-            if restore:
-                restore_state(pipeline)
+        settle_pending(pipeline)
+        if restore:
+            restore_state(pipeline)
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
         pipeline.activate()  # the source function reads the active pipeline's state
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
-        with guard:
-            info = pipeline.load()
-            prune_stale_children(pipeline, str(source_args.get("edition")))
-            if views and pipeline.destination.destination_name == "duckdb":
-                create_views(pipeline)
+        info = pipeline.load()
+        report.load_ids = list(info.loads_ids)
+        prune_stale_children(pipeline, str(source_args.get("edition")))
+        if views and pipeline.destination.destination_name == "duckdb":
+            create_views(pipeline)
     finally:
         report.finish()  # the run's duration ends here, not when its report is written
     return LoadResult(info, report, pipeline)
@@ -184,51 +181,18 @@ def restore_state(pipeline: dlt.Pipeline) -> None:
         pass
 
 
-def sibling(pipeline: dlt.Pipeline, name: str) -> dlt.Pipeline:
-    """Another pipeline loading the same destination and dataset, with its own state and
-    working folder (dlt runs one load at a time per pipeline). Exports no schema: the
-    pipeline's own export is the one to read. Imports the pinned schema only when there is
-    one: with none, dlt writes the first schema it makes into the import folder, and window
-    pipelines starting together would race to write it.
-
-    Each has a staging dataset of its own: a package's rows wait there between the copy and
-    the merge, and after a crash two pipelines may each hold a package. Had they shared one,
-    the first package loaded at start-up would empty the staging tables (dlt truncates them
-    when a load begins) under the other's half-loaded package, whose merges would then run
-    from nothing while its state row still recorded the window as finished."""
-    imports = pipeline.schemas.config.import_schema_path
-    pinned = imports if imports and any(Path(imports).glob("*.schema.yaml")) else None
-    each = dlt.pipeline(
-        pipeline_name=name,
-        destination=own_staging(pipeline.destination, name),
-        dataset_name=pipeline.dataset_name,
-        pipelines_dir=pipeline.pipelines_dir,
-        import_schema_path=pinned,  # type: ignore[arg-type]  # None: none pinned
-    )
-    if pinned:
-        import_once(each)
-    return each
-
-
 def import_once(pipeline: dlt.Pipeline) -> None:
     """Import the pinned schema now (when new or changed), and not again in this process.
 
     dlt compares the import file with the stored schema each time it reads the schema from
     the working folder, several times per load, parsing the YAML every time: measured, a
-    third of a year's backfill's Python time went there. A window pipeline lives for one
-    backfill, in which the file does not change."""
+    third of a year's backfill's Python time went there. A backfill runs for minutes or hours
+    in one process, in which the file does not change."""
     try:
         pipeline.schemas.load_schema(SCHEMA_NAME)
     except SchemaNotFoundError:
         pass  # nothing pinned under this name
     pipeline.schemas.config.import_schema_path = None  # type: ignore[assignment]
-
-
-def own_staging(destination: Any, owner: str) -> Any:
-    """The same destination, with a staging dataset named after `owner`."""
-    params = {**destination.config_params, **destination.caps_params,
-              "staging_dataset_name_layout": f"%s_staging_{owner}"}
-    return type(destination)(destination_name=destination.destination_name, **params)
 
 
 def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:

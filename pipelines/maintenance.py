@@ -9,7 +9,7 @@ from typing import Any
 import dlt
 from dlt.pipeline.helpers import pipeline_drop
 
-from pipelines.backfill import finished_windows, recorded_windows, window_pipelines
+from pipelines.backfill import finished_windows
 from sources.repo_analytics import EDITION_SPECS, WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import ApiClient
 from sources.repo_analytics.dates import wire
@@ -82,10 +82,8 @@ def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
         forget_scopes(pipeline, names)
     if windows:
         names.append(WINDOW_MARKER)
-        for each in window_pipelines(pipeline):  # the windows' own pipelines record them
-            if recorded_windows(each):
-                pipeline_drop(each, resources=["re:^" + WINDOW_MARKER + "$"], state_only=True)()
-        pipeline.activate()
+        if finished_windows(pipeline):
+            pipeline_drop(pipeline, resources=["re:^" + WINDOW_MARKER + "$"], state_only=True)()
     return names
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +30,6 @@ from tests.extractor.test_backfill import (
     SLACK,
     assert_tables_equal_truth,
     cli_env,
-    data_tables,
     dated,
     from_z,
     log_since,
@@ -365,34 +366,32 @@ def test_progress_off_prints_no_window_lines(cloud: Simulator, tmp_path: Path) -
 
 
 # --------------------------------------------------------------------------------------------
-# C. --parallel-windows, `state`, `reset --windows`
+# C. one pipeline, `state`, `reset --windows`
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["0", "9"])
-def test_parallel_windows_out_of_range_is_a_config_error(cloud: Simulator, tmp_path: Path,
-                                                          value: str) -> None:
-    """0 or 9 windows at once: exit 2, one line on stderr naming `parallel_windows`, its value
-    and the range 1 to 8; no request, nothing loaded."""
-    done = run(cloud, tmp_path, "backfill", "--since", "2026-05-01", "--until", "2026-05-21",
-               "--parallel-windows", value)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("repo-analytics: config error:")
-    assert f"`parallel_windows` has invalid value `{value}`" in done.stderr
-    assert "1 to 8" in done.stderr
-    assert done.log == [] and done.report is None
-    assert data_tables(tmp_path / "data.duckdb") == []
+def test_parallel_windows_is_accepted_with_a_note(cloud: Simulator, tmp_path: Path) -> None:
+    """`--parallel-windows`, from the days of windows on pipelines of their own, still runs
+    (a nightly script using it keeps working): one note on stderr saying it is no longer
+    used, exit 0, the windows loaded."""
+    done = run(cloud, tmp_path, "backfill", "--since", "2026-05-11", "--until", "2026-05-21",
+               "--parallel-windows", "3", "--levels", "repository", "--resources", "commits",
+               "--no-reconcile")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "note: --parallel-windows is no longer used: the windows load one after another on "
+        "the pipeline, each reading `concurrency` scopes at once"], done.stderr
+    assert "backfill done: 1 windows, 0 already finished before" in done.stdout
 
 
 PARALLEL = ("backfill", "--since", "2026-05-01", "--until", "2026-05-21", "--window-days", "5",
-            "--parallel-windows", "2", "--levels", "repository", "--resources", "commits",
-            "--no-reconcile")
+            "--levels", "repository", "--resources", "commits", "--no-reconcile")
 PARALLEL_WINDOWS = planned("2026-05-01", "2026-05-21", 5)
 
 
 @dataclass
 class ParallelRuns:
     folder: Path
-    first: Run  # four windows, two at once
+    first: Run  # four windows
+    info: subprocess.CompletedProcess[str]  # `dlt pipeline repo_analytics info` after it
     state: Run  # `state` after it
     again: Run  # the same backfill: every window finished earlier
     reset: Run  # `reset --resource commits --windows --yes`
@@ -403,18 +402,37 @@ class ParallelRuns:
 def parallel_runs(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory) -> ParallelRuns:
     folder = tmp_path_factory.mktemp("parallel")
     first = run(cloud, folder, *PARALLEL)
+    info = subprocess.run([str(Path(sys.executable).with_name("dlt")), "pipeline",
+                           "--pipelines-dir", str(folder / "pipelines"), "repo_analytics",
+                           "info"], cwd=folder, capture_output=True, text=True, timeout=120,
+                          check=False)
     state = run(cloud, folder, "state")
     again = run(cloud, folder, *PARALLEL)
     reset = run(cloud, folder, "reset", "--resource", "commits", "--windows", "--yes")
     after = run(cloud, folder, *PARALLEL)
-    return ParallelRuns(folder, first, state, again, reset, after)
+    return ParallelRuns(folder, first, info, state, again, reset, after)
 
 
-def test_parallel_backfill_loads_on_window_pipelines(cloud: Simulator,
-                                                     parallel_runs: ParallelRuns) -> None:
-    """Four windows, two at once: each loaded once, by the window pipelines
-    `repo_analytics_window_1` and `_2` only (never the main pipeline), the tables equal the
-    truth; the rerun finds every window finished and requests no list."""
+def test_dlt_pipeline_info_describes_the_backfill(parallel_runs: ParallelRuns) -> None:
+    """dlt's own `dlt pipeline repo_analytics info`, on the folder the backfill used, finds
+    the pipeline and lists the backfill's four loads (one per window, the ids of the run
+    report) and its trace."""
+    p = parallel_runs
+    assert p.info.returncode == 0, p.info.stdout + p.info.stderr
+    assert "Found pipeline repo_analytics" in p.info.stdout, p.info.stdout
+    assert "Has 4 completed load packages" in p.info.stdout, p.info.stdout
+    assert p.first.report is not None
+    load_ids = [i for w in p.first.report["backfill"] for i in w["report"]["load_ids"]]
+    assert len(load_ids) == 4
+    assert all(load_id in p.info.stdout for load_id in load_ids), p.info.stdout
+    assert "has last run trace" in p.info.stdout
+
+
+def test_backfill_loads_on_the_one_pipeline(cloud: Simulator,
+                                            parallel_runs: ParallelRuns) -> None:
+    """Four windows: each loaded once, by the pipeline `repo_analytics` (no pipeline of its
+    own per window), the tables equal the truth; the rerun finds every window finished and
+    requests no list."""
     p = parallel_runs
     assert len(PARALLEL_WINDOWS) == 4
     assert p.first.returncode == 0, p.first.stdout + p.first.stderr
@@ -426,8 +444,7 @@ def test_parallel_backfill_loads_on_window_pipelines(cloud: Simulator,
     assert len(set(ends.values())) == 1, "every window read every repository"
     loaded_by = {name for (name,) in query(
         p.folder / "data.duckdb", "SELECT DISTINCT pipeline_name FROM _dlt_pipeline_state")}
-    assert "repo_analytics_window_1" in loaded_by
-    assert loaded_by <= {"repo_analytics_window_1", "repo_analytics_window_2"}, loaded_by
+    assert loaded_by == {"repo_analytics"}, loaded_by
     assert p.again.returncode == 0, p.again.stdout + p.again.stderr
     again = window_lines(p.again.stdout)
     assert sorted(again) == [1, 2, 3, 4]
@@ -441,7 +458,7 @@ def test_parallel_backfill_loads_on_window_pipelines(cloud: Simulator,
 
 
 def test_state_lists_every_finished_window(parallel_runs: ParallelRuns) -> None:
-    """`state` after a backfill of four windows loaded two at once (by two window pipelines):
+    """`state` after a backfill of four windows:
     `backfill windows finished: 4`, then one line per window key."""
     p = parallel_runs
     assert p.state.returncode == 0, p.state.stdout + p.state.stderr
@@ -452,7 +469,7 @@ def test_state_lists_every_finished_window(parallel_runs: ParallelRuns) -> None:
     assert sorted(lines[at + 1:at + 5]) == keys, p.state.stdout
 
 
-def test_reset_windows_forgets_them_in_every_window_pipeline(
+def test_reset_windows_forgets_them(
         parallel_runs: ParallelRuns) -> None:
     """`reset --resource commits --windows --yes` after that backfill: exit 0; the same
     backfill then loads every window again (no `finished earlier` line) and reads each

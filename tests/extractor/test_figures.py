@@ -23,7 +23,7 @@ from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader
 from tests.extractor.test_backfill import CLI, cli_env, log_since, run_cli, window_lines
-from tests.extractor.test_parallel_windows import LATENCY, backfill, planned_windows, window_of
+from tests.extractor.test_backfill_windows import LATENCY, backfill, planned_windows, window_of
 
 WAITED = re.compile(r"retries, (\d+\.\d) s waited, (\d+\.\d) s;")
 
@@ -36,15 +36,15 @@ def slow_sim() -> Iterator[Simulator]:
 
 
 def test_each_window_reports_its_own_duration(slow_sim: Simulator, tmp_path: Path) -> None:
-    """Five windows, two at once: each window's `duration_seconds` runs from its start to its
-    end, so each is at most the backfill's wall time, together they are at most twice it (at
-    most two windows run at any moment), and each is at least the time its requests needed
+    """Five windows, one after another: each window's `duration_seconds` runs from its start
+    to its end, so together they are at most the backfill's wall time, and each is at least
+    the time its requests needed
     (each answer takes LATENCY; at most `concurrency` are open at once). A duration measured
     to when the report is written counts the first windows again in every later one."""
     windows, concurrency = planned_windows(), 2
     before = slow_sim.requests()["total"]
     began = time.monotonic()
-    result = backfill(Loader(slow_sim, tmp_path), parallel=2, concurrency=concurrency)
+    result = backfill(Loader(slow_sim, tmp_path), concurrency=concurrency)
     wall = time.monotonic() - began
     reports = [w.result.report.as_dict() for w in result.windows if w.result]
     assert len(reports) == len(windows) == 5
@@ -57,13 +57,13 @@ def test_each_window_reports_its_own_duration(slow_sim: Simulator, tmp_path: Pat
     durations = [r["duration_seconds"] for r in reports]
     for index, duration in enumerate(durations):
         assert requests[index] * LATENCY / concurrency <= duration <= wall, (index, durations)
-    assert sum(durations) <= 2 * wall, (durations, wall)
+    assert sum(durations) <= wall, (durations, wall)
     assert result.totals()["duration_seconds"] <= wall
 
 
 def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
     """429s with Retry-After 1 s hold every thread of every window (one gate per host), so
-    several threads wait through the same second. `backfill` with two windows at once and
+    several threads wait through the same second. `backfill` of five windows with
     window lines (no terminal): each window line's seconds waited are at most the window's
     own seconds; in the run report each window's `wait_seconds_wall` is at most its
     `duration_seconds` and its `wait_seconds_sum`, and the backfill's wall-clock waits are
@@ -75,7 +75,7 @@ def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
             {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]})
         began = time.monotonic()
         done = run_cli(tmp_path, cli_env(sim), "backfill", "--since", "2026-03-01", "--until",
-                       "2026-06-01", "--window-days", "20", "--parallel-windows", "2",
+                       "2026-06-01", "--window-days", "20",
                        "--levels", "repository", "--resources", "commits,pull_requests",
                        "--no-reconcile")
         wall = time.monotonic() - began

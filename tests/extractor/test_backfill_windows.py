@@ -1,4 +1,4 @@
-"""Backfill windows loaded at once: overlapping, bounded, sharing one gate, stopping together.
+"""Backfill windows: one after another on the one pipeline, each a load, stopping at a failure.
 
 Real simulators over HTTP (with latency added to every answer, as a remote host has), real
 DuckDB files. What the host saw comes from the simulator's own request log and its count of
@@ -12,9 +12,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipelines.backfill import run_backfill
+from pipelines.progress import Progress
 from simulator import SimConfig, Simulator
 from sources.repo_analytics import FatalApiError
 from tests.conftest import FIXED_NOW
@@ -61,21 +63,34 @@ def slow_sim() -> Iterator[Simulator]:
         yield sim
 
 
-def backfill(loader: Loader, parallel: int, **overrides: Any) -> Any:
+def backfill(loader: Loader, progress: Progress | None = None, **overrides: Any) -> Any:
     args = source_args(loader, **{"levels": ["repository"],
                                   "resources": ["commits", "pull_requests"], **overrides})
     return run_backfill(loader.pipeline(), SINCE.date().isoformat(), None, WINDOW_DAYS,
-                        now=CLOCK, parallel=parallel, **args)
+                        progress=progress, now=CLOCK, **args)
 
 
-def test_windows_overlap_within_the_request_bound(slow_sim: Simulator, tmp_path: Path) -> None:
-    """Three windows at once with concurrency 2: the host sees requests of different windows
-    interleaved, never more than 2 open at once (and 2 reached), each window on its own
-    window pipeline, and the tables equal the truth."""
+class FaultAfterWindows(Progress):
+    """Sets a fault on the host once `windows` windows have ended: the next window meets it."""
+
+    def __init__(self, sim: Simulator, windows: int, faults: dict[str, Any]) -> None:
+        self.sim, self.windows, self.faults = sim, windows, faults
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        if ended == self.windows:
+            self.sim.set_faults(self.faults)
+
+
+def test_windows_load_one_after_another_on_the_pipeline(slow_sim: Simulator,
+                                                        tmp_path: Path) -> None:
+    """Five windows with concurrency 2: the host sees each window's requests after the last
+    one of the window before (one window at a time), 2 open at once and never more (the
+    scopes of a window read together), one dlt load per window, all by the one pipeline --
+    no pipeline of its own per window -- and the tables equal the truth."""
     sim, windows = slow_sim, planned_windows()
     loader = Loader(sim, tmp_path)
     before = sim.requests()["total"]
-    result = backfill(loader, parallel=3, concurrency=2)
+    result = backfill(loader, concurrency=2)
 
     assert [(w.start, w.end) for w in result.windows] == windows
     assert not any(w.resumed for w in result.windows)
@@ -86,57 +101,48 @@ def test_windows_overlap_within_the_request_bound(slow_sim: Simulator, tmp_path:
         if index is not None:
             serials.setdefault(index, []).append(entry["n"])
     assert sorted(serials) == list(range(len(windows)))
-    overlapping = [(a, b) for a in serials for b in serials if a < b
-                   and min(serials[a]) < max(serials[b]) and min(serials[b]) < max(serials[a])]
-    assert overlapping, "no two windows were read at the same time"
-    names = {p.name for p in (tmp_path / "pipelines").iterdir()}
-    assert {f"repo_analytics_window_{n}" for n in (1, 2, 3)} <= names
+    for earlier, later in zip(range(len(windows)), range(1, len(windows)), strict=False):
+        assert max(serials[earlier]) < min(serials[later]), (earlier, later)
+    assert [p.name for p in (tmp_path / "pipelines").iterdir()] == ["repo_analytics"]
+    with duckdb.connect(str(loader.db_file), read_only=True) as db:
+        names = db.execute("SELECT DISTINCT pipeline_name FROM repo_analytics."
+                           "_dlt_pipeline_state").fetchall()
+        loads = db.execute("SELECT load_id FROM repo_analytics._dlt_loads WHERE status = 0"
+                           " ORDER BY load_id").fetchall()
+    assert names == [("repo_analytics",)]
+    # a load per window, then the state-only load that sets the nightly cursors at the end
+    assert [load_id for (load_id,) in loads][:-1] == list(result.load_ids)
+    assert len(result.load_ids) == len(windows) and len(loads) == len(windows) + 1
     assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(SINCE, CLOCK),
                               allowed=(SINCE - SLACK, CLOCK))
 
 
-def test_parallel_and_sequential_backfills_load_the_same_rows(tmp_path: Path) -> None:
-    """What lands does not depend on how many windows run at once: every table (statistics
-    included) is the same after one window at a time and after four."""
+def test_concurrency_does_not_change_what_lands(tmp_path: Path) -> None:
+    """What lands does not depend on how many scopes are read at once: every table
+    (statistics included) is the same after concurrency 1 and concurrency 4."""
     with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
         one, four = Loader(sim, tmp_path / "one"), Loader(sim, tmp_path / "four")
         overrides = {"resources": ["commits", "pull_requests", "commit_statistics"],
                      "statistics_period": "week"}
-        backfill(one, parallel=1, **overrides)
-        backfill(four, parallel=4, **overrides)
+        backfill(one, concurrency=1, **overrides)
+        backfill(four, concurrency=4, **overrides)
     first, second = snapshot(one.db_file), snapshot(four.db_file)
     assert first["server_commits"] and first["server_commit_statistics"]
     assert first == second
 
 
-def test_a_429_in_one_window_holds_the_others(tmp_path: Path) -> None:
-    """One window's 429 with Retry-After 1 s: that window retries, and another window, which
-    got no 429, waited too (one gate per host, shared by the windows)."""
-    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
-        sim.set_faults({"rules": [  # the first rule that fires wins
-            {"kind": "429", "rate": 1, "count": 1, "retry_after": 1,
-             "match": "commits.list.repository"},
-            {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]})
-        result = backfill(Loader(sim, tmp_path), parallel=3)
-    reports = [w.result.report.totals() for w in result.windows if w.result]
-    limited = [t for t in reports if t.retries]
-    held = [t for t in reports if not t.retries and t.wait_seconds_sum >= 0.5]
-    assert len(limited) == 1
-    assert held, [(t.retries, t.wait_seconds_sum) for t in reports]
-
-
-def test_a_failing_window_starts_nothing_new(slow_sim: Simulator, tmp_path: Path) -> None:
-    """A fatal answer (a login page) in one window, two at once: the run raises it, no window
-    after the one that may be under way beside it is requested, and a rerun resumes: the
-    windows that finished are not read again, the rest are, and the tables equal the truth."""
+def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path) -> None:
+    """A fatal answer (a login page) in one window: the run raises it, no later window is
+    requested, and a rerun resumes: the windows before it are not read again, it and the
+    rest are, and the tables equal the truth."""
     sim, windows = slow_sim, planned_windows()
-    sim.set_faults({"rules": [  # the first rule that fires wins
+    faults = {"rules": [  # the first rule that fires wins
         {"kind": "html", "rate": 1, "count": 1, "match": "commits.list.repository"},
-        {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]})
+        {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]}
     loader = Loader(sim, tmp_path)
     before = sim.requests()["total"]
     with pytest.raises(Exception) as caught:
-        backfill(loader, parallel=2)
+        backfill(loader, FaultAfterWindows(sim, 2, faults))
     error: BaseException | None = caught.value
     while error is not None and not isinstance(error, FatalApiError):
         error = getattr(error, "exception", None) or error.__cause__
@@ -144,16 +150,16 @@ def test_a_failing_window_starts_nothing_new(slow_sim: Simulator, tmp_path: Path
     log = log_since(sim, before)
     failing = next(window_of(e, windows) for e in log if e["fault"] == "html")
     assert failing is not None
+    assert failing == 2
     touched = {window_of(e, windows) for e in log} - {None}
-    assert failing in touched and max(touched) <= failing + 1  # parallel 2: one beside it
-    assert max(touched) < len(windows) - 1, "the failure came too late to show anything"
+    assert touched == {0, 1, 2}
 
     sim.clear_faults()
     again = sim.requests()["total"]
-    result = backfill(loader, parallel=2)
+    result = backfill(loader)
     resumed = {i for i, w in enumerate(result.windows) if w.resumed}
-    assert failing not in resumed and resumed <= touched
+    assert resumed == {0, 1}
     reread = {window_of(e, windows) for e in log_since(sim, again)} - {None}
-    assert reread == set(range(len(windows))) - resumed
+    assert reread == set(range(2, len(windows)))
     assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(SINCE, CLOCK),
                               allowed=(SINCE - SLACK, CLOCK))
