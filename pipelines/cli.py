@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where dlt keeps the pipeline's working state")
     parser.add_argument("--schemas-dir", default=None, metavar="DIR",
                         help="where the pinned (import/) and produced (export/) schemas live "
-                        "(default: the project's schemas/)")
+                        "(default: schemas/ in the working directory)")
     parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                         help="live progress bars (on), nothing (off), or auto (default): bars "
                              "on a terminal, otherwise a plain line per backfill window")
@@ -62,9 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--days", type=int, default=None, help="the last N days")
     backfill.add_argument("--window-days", type=int, default=92,
                           help="window size in days (92: each window is a dlt load)")
-    backfill.add_argument("--parallel-windows", type=int, default=2, metavar="N",
-                          help="windows loaded at once, 1 to 8 (2); they share the host's "
-                               "rate limit and `concurrency` open requests")
+    backfill.add_argument("--parallel-windows", type=int, default=None,
+                          help=argparse.SUPPRESS)  # no longer used: see backfill_command
     check = commands.add_parser(
         "check", help="validate config and reach the host (credentials, licence, app)",
         description="Check config, then make one small request; one line per finding.")
@@ -302,10 +301,13 @@ def backfill_command(args: argparse.Namespace) -> int:
             raise ConfigError("days", args.days, "a number of days of at least 1")
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     check_before_run(args, dates=False)
+    if args.parallel_windows is not None:
+        print("note: --parallel-windows is no longer used: the windows load one after another "
+              "on the pipeline, each reading `concurrency` scopes at once", file=sys.stderr)
     pipeline = make_cli_pipeline(args)
     with make_progress(args.progress, "backfill") as progress:
         result = run_backfill(pipeline, since, args.until, args.window_days,
-                              progress=progress, parallel=args.parallel_windows, **overrides)
+                              progress=progress, **overrides)
     print(f"backfill done: {len(result.windows)} windows, "
           f"{sum(w.resumed for w in result.windows)} already finished before")
     loaded = [w.result for w in result.windows if w.result]
@@ -382,14 +384,14 @@ def reset_command(args: argparse.Namespace) -> int:
 
 
 def make_cli_pipeline(args: argparse.Namespace) -> Any:
-    from pipelines.load import SCHEMAS, make_pipeline
+    from pipelines.load import make_pipeline
 
     destination = cli_destination(args)
     if args.destination == "duckdb":
         Path(args.duckdb).parent.mkdir(parents=True, exist_ok=True)
     return make_pipeline(pipeline_name=args.pipeline_name, destination=destination,
                          dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
-                         schemas_dir=Path(args.schemas_dir) if args.schemas_dir else SCHEMAS)
+                         schemas_dir=Path(args.schemas_dir) if args.schemas_dir else None)
 
 
 def cli_destination(args: argparse.Namespace) -> Any:

@@ -68,6 +68,8 @@ class RunReport:
     read_range: tuple[datetime, datetime] | None = None
     # the scope keys each resource (endpoint and level) was to read in this run
     planned: dict[str, set[str]] = field(default_factory=dict)
+    # the ids of the loads that wrote the run's rows (each row's `_dlt_load_id`)
+    load_ids: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _began: float = field(default_factory=time.monotonic, repr=False)
     _ended: float | None = field(default=None, repr=False)
@@ -167,6 +169,7 @@ class RunReport:
                 "resources": {k: rounded(asdict(v)) for k, v in counts.items()},
                 "skips": [asdict(s) for s in self.skips],
                 "notes": list(self.notes),
+                "load_ids": list(self.load_ids),
             }
 
 
