@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -108,6 +109,7 @@ def load_command(args: argparse.Namespace) -> int:
         progress.watch(report)
         result = run_load(make_cli_pipeline(args), report=report, **overrides)
     print_summary(result)
+    print_pipeline(result.pipeline)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
     write_report(args, {"load": report.as_dict(),
                         "reconciliation": check.as_dict() if check else None})
@@ -222,6 +224,13 @@ def print_summary(result: Any) -> None:
         print(f"  note: {note}")
 
 
+def print_pipeline(pipeline: Any) -> None:
+    """Where the run's dlt pipeline lives, and how dlt's own commands find it."""
+    folder = shlex.quote(str(pipeline.pipelines_dir))
+    print(f"pipeline {pipeline.pipeline_name} in {pipeline.pipelines_dir} (inspect it: dlt "
+          f"pipeline --pipelines-dir {folder} {pipeline.pipeline_name} info | trace | show)")
+
+
 def waited(totals: Any) -> str:
     """Wall-clock seconds waited, and the sum over threads when several waited at once."""
     text = f"{totals.wait_seconds_wall:.1f} s waited"
@@ -310,6 +319,7 @@ def backfill_command(args: argparse.Namespace) -> int:
                               progress=progress, **overrides)
     print(f"backfill done: {len(result.windows)} windows, "
           f"{sum(w.resumed for w in result.windows)} already finished before")
+    print_pipeline(pipeline)
     loaded = [w.result for w in result.windows if w.result]
     check = reconciled(args, pipeline, [r.report for r in loaded],
                        [load_id for r in loaded for load_id in r.load_ids])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -402,10 +403,12 @@ class ParallelRuns:
 def parallel_runs(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory) -> ParallelRuns:
     folder = tmp_path_factory.mktemp("parallel")
     first = run(cloud, folder, *PARALLEL)
-    info = subprocess.run([str(Path(sys.executable).with_name("dlt")), "pipeline",
-                           "--pipelines-dir", str(folder / "pipelines"), "repo_analytics",
-                           "info"], cwd=folder, capture_output=True, text=True, timeout=120,
-                          check=False)
+    # the command the summary prints, with the `dlt` of this interpreter
+    printed = re.search(r"inspect it: dlt (pipeline .*? info) \|", first.stdout)
+    assert printed, first.stdout
+    info = subprocess.run([str(Path(sys.executable).with_name("dlt")),
+                           *shlex.split(printed[1])], cwd=folder, capture_output=True,
+                          text=True, timeout=120, check=False)
     state = run(cloud, folder, "state")
     again = run(cloud, folder, *PARALLEL)
     reset = run(cloud, folder, "reset", "--resource", "commits", "--windows", "--yes")
@@ -414,8 +417,9 @@ def parallel_runs(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_dlt_pipeline_info_describes_the_backfill(parallel_runs: ParallelRuns) -> None:
-    """dlt's own `dlt pipeline repo_analytics info`, on the folder the backfill used, finds
-    the pipeline and lists the backfill's four loads (one per window, the ids of the run
+    """The backfill's summary names its pipeline and folder with the dlt command to inspect
+    it; that command (`dlt pipeline --pipelines-dir DIR repo_analytics info`) finds the
+    pipeline and lists the backfill's four loads (one per window, the ids of the run
     report) and its trace."""
     p = parallel_runs
     assert p.info.returncode == 0, p.info.stdout + p.info.stderr
