@@ -23,9 +23,9 @@ import pytest
 
 from simulator import SimConfig, Simulator
 from tests.extractor.conftest import Loader
-from tests.extractor.test_backfill import backfill, dated
-from tests.extractor.test_cloud_load import GRAIN, by_key, period_next, periods, select
-from tests.extractor.test_server_load import (
+from tests.extractor.helpers import GRAIN, by_key, period_next, periods, select
+from tests.extractor.server_load.request_log import scope_of_path
+from tests.extractor.server_load.truth import (
     COMMIT_STAT_COLUMNS,
     DISCOVERY_SLACK,
     KINDS,
@@ -34,9 +34,9 @@ from tests.extractor.test_server_load import (
     Window,
     at,
     check_list,
-    scope_of_path,
     user_of,
 )
+from tests.extractor.test_backfill import backfill, dated
 
 NOW = 1_794_538_800  # 2026-11-13T03:00Z: user0006's last activity is alias commits only
 SINCE = datetime(2026, 8, 12, tzinfo=UTC)

@@ -35,6 +35,7 @@ import pytest
 
 from simulator import Simulator
 from tests.extractor.conftest import CLOUD_PRIMARY_KEYS, DATASET, DESTINATIONS
+from tests.extractor.server_load.truth import PRIMARY_KEYS as SERVER_PRIMARY_KEYS
 from tests.extractor.test_backfill import (
     CLOCK,
     SLACK,
@@ -44,7 +45,6 @@ from tests.extractor.test_backfill import (
     rows_of,
 )
 from tests.extractor.test_parquet_backfill import delta_rows
-from tests.extractor.test_server_load import PRIMARY_KEYS as SERVER_PRIMARY_KEYS
 from tests.extractor.test_views_crash import listing, load_ids, snapshot
 
 MakeSim = Callable[..., Simulator]

@@ -29,7 +29,7 @@ from pipelines.backfill import run_backfill
 from pipelines.reconcile import reconcile
 from simulator import Simulator
 from tests.extractor.conftest import DATASET, DESTINATIONS, Loader
-from tests.extractor.test_cloud_load import GRAIN, period_floor, period_next
+from tests.extractor.helpers import GRAIN, period_floor, period_next
 
 BACKFILL_SINCE = "2026-03-01"  # the tiny history begins after it; the clock is 2026-06-01
 DEFAULT_START = timedelta(days=30)  # README: start_date defaults to 30 days before end_date
