@@ -1,12 +1,12 @@
 """`repo-analytics backfill` killed with SIGKILL at many seeded random moments, then rerun.
 
-Each edition on each destination: a tiny host, a backfill of three 10-day windows (two at a
-time, default levels and resources) run by the real command in a subprocess and killed (the
+Each edition on each destination: a tiny host, a backfill of three 10-day windows (one after
+another, default levels and resources) run by the real command in a subprocess and killed (the
 whole process group) several times, rerun after each kill, then run once more to the end.
 The kills are placed from a seeded RNG (REPO_ANALYTICS_CRASH_SEED; REPO_ANALYTICS_CRASH_KILLS
 of them, default 4), each among the points the next run will still pass (windows left to read,
 packages left to settle, as dlt's package folders show), some by the clock (while reading the
-API) and some by watching the package folders of every window pipeline: a package extracted,
+API) and some by watching the pipeline's package folders: a package extracted,
 a package normalized, a load in progress (jobs completed by this run in a package not yet
 loaded: its own, or one a killed run left, which the rerun settles first). Afterwards every
 data table (dlt's `_dlt*` columns aside) equals the same table of a never-killed backfill of
@@ -54,8 +54,7 @@ Row = tuple[Any, ...]
 SEED = int(os.environ.get("REPO_ANALYTICS_CRASH_SEED", "20260601"))
 KILLS = int(os.environ.get("REPO_ANALYTICS_CRASH_KILLS", "4"))
 RUN_LIMIT_SECONDS = 300
-# Three 10-day windows to the host's clock, two loaded at once: a window starts while its
-# sibling is still loading, and one pipeline slot is used twice.
+# Three 10-day windows to the host's clock, one after another on the one pipeline.
 SINCE = datetime(2026, 5, 2, tzinfo=UTC)
 BACKFILL = ("backfill", "--since", SINCE.date().isoformat(), "--until",
             CLOCK.date().isoformat(), "--window-days", "10")
@@ -66,7 +65,7 @@ LOADING = "load in progress"  # a package in load/normalized with completed jobs
 
 
 # --------------------------------------------------------------------------------------------
-# dlt's package folders, over every pipeline (the main one and the window pipelines)
+# dlt's package folders, over every pipeline folder (there is one: the pipeline's)
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Look:
