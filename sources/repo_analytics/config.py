@@ -34,7 +34,7 @@ NameList = str | list[str] | None  # a list, or comma-separated text; `all`: eve
 
 def setting(default: Any, help: str, valid: str, default_text: str | None = None,
             **limits: Any) -> Any:
-    """A field with its help text, valid values and (for `retry`) its limits."""
+    """A field with its help text, valid values and (for numbers) its limits."""
     metadata = {"help": help, "valid": valid, "default_text": default_text, **limits}
     return dataclasses.field(default=default, metadata=metadata)
 

@@ -184,7 +184,7 @@ def resolve_settings(explicit: Mapping[str, Any] | None = None) -> RepoAnalytics
     given = typed_values(dict(explicit or {}))
     check_retry_keys(given.get("retry"))
     try:
-        with inject_section(ConfigSectionContext(sections=SECTION)):
+        with inject_section(ConfigSectionContext(sections=SECTION), lock_context=True):
             return resolve_configuration(RepoAnalyticsConfiguration(), explicit_value=given)
     except ConfigValueCannotBeCoercedException as error:
         key = next((k for k, _ in user_fields()
