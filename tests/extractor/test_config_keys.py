@@ -12,14 +12,17 @@ The command runs in this process (`pipelines.cli.main`; the environment set per 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -293,7 +296,7 @@ CASES: dict[str, Case] = {
     "retry.skip_retry_attempts": Case(lambda sim: "2", skipped_after(2),
                                       settings={"retry.backoff_base": "0.01"},
                                       conditions={"unindexed": {"api-ui-0": -1}}),
-    # a connect that hangs ends in a timeout whatever its length: the weakest check here
+    # a host slow to accept (reached with the default: see the test after the cases)
     "retry.connect_timeout": Case(lambda sim: "0.2", fails_saying("timeout from"),
                                   settings=FAIL_FAST),
     # 1 s answers: well within the default 60 s (the run would succeed), not within 0.2 s
@@ -324,23 +327,65 @@ def base_settings(sim: Simulator) -> dict[str, str]:
     return values
 
 
-@pytest.fixture
-def blackhole() -> Iterator[str]:
-    """A URL whose port accepts no connection: the listening socket's queue is full, so a
-    connection attempt hangs until the client's connect timeout."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(0)
-    port = server.getsockname()[1]
-    fillers = []
-    for _ in range(4):
-        filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))
-        fillers.append(filler)
-    yield f"http://127.0.0.1:{port}"
-    for each in (*fillers, server):
-        each.close()
+class SlowToAccept:
+    """A port that answers a connection attempt only once it has waited about a second.
+
+    Its listening queue is kept full (one connection of its own waits in it), so the kernel
+    drops a client's SYN: the client retries it after 1 s, then 3 s. Once a client's attempt
+    has been seen waiting (`SYN_SENT` in /proc/net/tcp) for `hold` seconds, the port accepts
+    every connection and relays it to `target`. A connect timeout below `hold` ends the
+    attempt; the default (10 s) gets through.
+    """
+
+    def __init__(self, target: str, hold: float = 1.2) -> None:
+        self.target = target.removeprefix("http://").split(":")
+        self.hold = hold
+        self.server = socket.create_server(("127.0.0.1", 0), backlog=0)
+        self.port = self.server.getsockname()[1]
+        self.filler = socket.create_connection(("127.0.0.1", self.port))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def waiting(self) -> bool:
+        """A connection attempt to this port not answered yet."""
+        lines = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
+        return any(f.split()[2].endswith(f":{self.port:04X}") and f.split()[3] == "02"
+                   for f in lines)
+
+    def serve(self) -> None:
+        while not self.stop.is_set() and not self.waiting():
+            time.sleep(0.02)
+        if self.stop.wait(self.hold):
+            return
+        self.server.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            upstream = socket.create_connection((self.target[0], int(self.target[1])))
+            for a, b in ((conn, upstream), (upstream, conn)):
+                relay = threading.Thread(target=self.pump, args=(a, b), daemon=True)
+                relay.start()
+
+    @staticmethod
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.filler.close()
+        self.server.close()
 
 
 def flag(key: str, value: str) -> list[str]:
@@ -369,25 +414,25 @@ def run_load(sim: Simulator, folder: Path, settings: dict[str, str], flags: list
     return Run(code, out.out, out.err, list(seen["log"]), seen["open_max"], report)
 
 
-FORMS = ("env", "flag")
+# every key as its variable and its flag; the credentials, which have no flag, as their
+# variable here and in `.dlt/secrets.toml` below
+RUNS = [(key, form) for key in sorted(CASES) for form in ("env", "flag")
+        if not (form == "flag" and key in SECRET_KEYS)]
 
 
-@pytest.mark.parametrize("form", FORMS)
-@pytest.mark.parametrize("key", sorted(CASES))
+@pytest.mark.parametrize(("key", "form"), RUNS, ids=[f"{k}-{f}" for k, f in RUNS])
 def test_key_changes_the_run(key: str, form: str, make_sim: Callable[..., Simulator],
-                             blackhole: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    """The key's value, as its variable or its flag, shows in what the run did; secrets
-    instead as their variable and in `.dlt/secrets.toml` (see the next test)."""
+    """The key's value, as its variable or its flag, shows in what the run did."""
     case = CASES[key]
-    if key in SECRET_KEYS and form == "flag":
-        pytest.skip("secrets have no flag: tested in .dlt/secrets.toml below")
     sim = make_sim(edition=case.edition, **case.sim)
     if case.conditions:
         sim.set_conditions(**case.conditions)
     settings = {**base_settings(sim), **case.settings}
-    if key == "retry.connect_timeout":
-        settings["base_url"] = blackhole
+    slow = SlowToAccept(sim.base_url) if key == "retry.connect_timeout" else None
+    if slow is not None:
+        settings["base_url"] = slow.url
     settings.pop(key, None)
     value = case.value(sim)
     if form == "env":
@@ -396,10 +441,30 @@ def test_key_changes_the_run(key: str, form: str, make_sim: Callable[..., Simula
     else:
         flags = flag(key, value)
 
-    run = run_load(sim, tmp_path, {k: v for k, v in settings.items() if v is not None}, flags,
-                   monkeypatch, capsys)
+    try:
+        run = run_load(sim, tmp_path, {k: v for k, v in settings.items() if v is not None},
+                       flags, monkeypatch, capsys)
+    finally:
+        if slow is not None:
+            slow.close()
 
     case.check(run)
+
+
+def test_default_connect_timeout_reaches_the_slow_host(
+        make_sim: Callable[..., Simulator], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The host of the `retry.connect_timeout` case is reached with the default timeout: what
+    ends that case's run is its short timeout."""
+    sim = make_sim(edition="cloud")
+    slow = SlowToAccept(sim.base_url)
+    try:
+        run = run_load(sim, tmp_path, {**base_settings(sim), **FAIL_FAST,
+                                       "base_url": slow.url}, [], monkeypatch, capsys)
+    finally:
+        slow.close()
+
+    ok(run)
 
 
 @pytest.mark.parametrize("key", SECRET_KEYS)
