@@ -12,10 +12,8 @@ from typing import Any
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 
-# CLI flag -> source argument; unset flags fall back to dlt config (.dlt/, env vars).
-LOAD_FLAGS = ("edition", "base_url", "api_prefix", "workspace", "levels", "resources",
-              "repositories", "users", "start_date", "end_date", "lookback_days", "page_size",
-              "statistics_period", "concurrency")
+# settings a backfill takes from its own flags (--since, --until) instead
+BACKFILL_OWN = ("start_date", "end_date")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,11 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--no-reconcile", action="store_true",
                              help="skip comparing what landed with the API's statistics")
     for command in (load, backfill, check):
-        for flag in LOAD_FLAGS:
-            if command is backfill and flag in ("start_date", "end_date"):
-                continue
-            command.add_argument("--" + flag.replace("_", "-"), dest=flag, default=None,
-                                 help=f"overrides the `{flag}` setting")
+        add_setting_flags(command, BACKFILL_OWN if command is backfill else ())
     demo = commands.add_parser(
         "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
         description="Start a simulated host, backfill a year, advance its clock, run a "
@@ -97,12 +91,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_setting_flags(command: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
+    """A flag for every setting of the source's spec but the secrets (a command line is seen
+    by every user of the machine): `--page-size`, `--retry-max-attempts`, ... Unset, a flag
+    leaves the setting to `.dlt/` and the environment."""
+    from sources.repo_analytics.config import SECRET_KEYS, env_name, user_fields
+
+    group = command.add_argument_group(
+        "settings", "each wins over its key in .dlt/config.toml and its environment variable")
+    for key, spec_field in user_fields():
+        if key in SECRET_KEYS or key in skip:
+            continue
+        meta = spec_field.metadata
+        default = meta["default_text"] or str(spec_field.default).lower()
+        default = default if default.startswith("required") else f"default {default}"
+        if spec_field.type is bool:
+            text = f"{meta['help']} ({default}; {env_name(key)}=true|false)"
+        else:
+            text = f"{meta['help']}: {meta['valid']} ({default}; {env_name(key)})"
+        options: dict[str, Any] = {"dest": setting_dest(key), "default": None,
+                                   "help": text.replace("%", "%%")}
+        if spec_field.type is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["metavar"] = key.rpartition(".")[2].upper()
+        group.add_argument("--" + key.replace(".", "-").replace("_", "-"), **options)
+
+
+def setting_dest(key: str) -> str:
+    return key.replace(".", "__")
+
+
+def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags, as the source takes them (`retry` as a table)."""
+    from sources.repo_analytics.config import setting_keys
+
+    values: dict[str, Any] = {}
+    for key in setting_keys():
+        value = getattr(args, setting_dest(key), None)
+        if value is None:
+            continue
+        section, _, name = key.rpartition(".")
+        if section:
+            values.setdefault(section, {})[name] = value
+        else:
+            values[key] = value
+    return values
+
+
 def load_command(args: argparse.Namespace) -> int:
     from pipelines.load import run_load
     from pipelines.progress import make_progress
     from sources.repo_analytics import RunReport
 
-    overrides = {k: getattr(args, k) for k in LOAD_FLAGS if getattr(args, k) is not None}
+    overrides = flag_settings(args)
     check_before_run(args)
     report = RunReport()
     with make_progress(args.progress, "load") as progress:
@@ -159,17 +201,9 @@ def root_cause(error: BaseException) -> BaseException:
     return seen[-1]
 
 
-class MissingConfig(Exception):
-    """Required settings not set, found before the pipeline is made (dlt finds them later)."""
-
-    def __init__(self, fields: list[str]) -> None:
-        super().__init__(", ".join(fields))
-        self.fields = fields
-
-
 def is_missing_config(error: BaseException) -> bool:
-    return isinstance(error, MissingConfig) or (
-        type(error).__name__ == "ConfigFieldMissingException")
+    """A required setting not set (dlt's `ConfigFieldMissingException`, with its `fields`)."""
+    return type(error).__name__ == "ConfigFieldMissingException"
 
 
 def config_message(error: BaseException) -> str:
@@ -191,9 +225,6 @@ def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
     from sources.repo_analytics.plan import build_plan
 
     values = resolved_source_args(args)
-    missing = [f for f in ("edition", "base_url") if values.get(f) in (None, "")]
-    if missing:
-        raise MissingConfig(missing)
     spec = EDITION_SPECS.get(str(values["edition"]))
     if spec is None:
         raise ConfigError("edition", values["edition"], "one of " + ", ".join(EDITION_SPECS))
@@ -298,8 +329,7 @@ def backfill_command(args: argparse.Namespace) -> int:
     from pipelines.backfill import run_backfill
     from pipelines.progress import make_progress
 
-    overrides = {k: getattr(args, k) for k in LOAD_FLAGS
-                 if k not in ("start_date", "end_date") and getattr(args, k, None) is not None}
+    overrides = flag_settings(args)
     since = args.since
     if since is None:
         if args.days is None:
@@ -341,29 +371,11 @@ def check_command(args: argparse.Namespace) -> int:
 
 
 def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
-    """Flags over dlt config (.dlt/, environment): what `load` would use."""
-    import json
+    """Flags over dlt config (.dlt/, environment), resolved through the source's spec: what
+    `load` would use."""
+    from sources.repo_analytics.plan import resolve_settings
 
-    import dlt
-
-    from sources.repo_analytics.config import retry_values
-
-    values: dict[str, Any] = {}
-    retry = retry_values()
-    if retry is not None:
-        values["retry"] = retry
-    for flag in (*LOAD_FLAGS, "token", "username", "password"):
-        value = getattr(args, flag, None)
-        if value is None:
-            provider = dlt.secrets if flag in ("token", "password") else dlt.config
-            value = provider.get(f"sources.repo_analytics.{flag}")
-            if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
-                # an environment variable holds a list or table as JSON text; dlt parses it
-                # only against the source's own signature
-                value = json.loads(value)
-        if value is not None:
-            values[flag] = value
-    return values
+    return dict(resolve_settings(flag_settings(args)))
 
 
 def state_command(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from dlt.extract.resource import DltResource
 
 from .client import ApiClient, HostGate
 from .cloud import CLOUD
-from .config import retry_values
+from .config import RepoAnalyticsConfiguration, ResolvedInTheSource
 from .csv_export import read_csv
 from .details import PENDING_STATE_KEY, read_pending
 from .errors import (
@@ -29,7 +29,7 @@ from .errors import (
 )
 from .fanin import fan_in
 from .items import source_items, stored_cursor, tracking, with_refresh
-from .plan import RunPlan, build_plan
+from .plan import RunPlan, build_plan, resolve_settings
 from .readers import (
     Batch,
     ReadContext,
@@ -60,7 +60,8 @@ from .server import SERVER
 from .tables import EditionSpec, Endpoint
 
 __all__ = [
-    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsError", "WINDOW_MARKER",
+    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsConfiguration",
+    "RepoAnalyticsError", "WINDOW_MARKER",
     "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
 ]
 
@@ -69,28 +70,28 @@ WINDOW_MARKER = "backfill_windows"
 READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
 
-@dlt.source(name="repo_analytics", max_table_nesting=0)
+@dlt.source(name="repo_analytics", max_table_nesting=0, spec=ResolvedInTheSource)
 def repo_analytics(
-    edition: str = dlt.config.value,
-    base_url: str = dlt.config.value,
+    edition: Optional[str] = None,
+    base_url: Optional[str] = None,
     api_prefix: Optional[str] = None,
     workspace: Optional[str] = None,
-    projects: Optional[Union[list[str], str]] = "all",
+    projects: Optional[Union[list[str], str]] = None,
     levels: Optional[Union[list[str], str]] = None,
     resources: Optional[Union[list[str], str]] = None,
-    repositories: Optional[Union[list[str], str]] = "all",
-    users: Optional[Union[list[str], str]] = "all",
+    repositories: Optional[Union[list[str], str]] = None,
+    users: Optional[Union[list[str], str]] = None,
     start_date: Optional[str] = None,
     end_date: Optional[str] = None,
-    lookback_days: float = 3,
+    lookback_days: Optional[float] = None,
     page_size: Optional[int] = None,
-    statistics_period: str = "month",
-    concurrency: int = 4,
-    with_files: bool = False,
+    statistics_period: Optional[str] = None,
+    concurrency: Optional[int] = None,
+    with_files: Optional[bool] = None,
     retry: Optional[dict[str, Any]] = None,
-    token: Optional[str] = dlt.secrets.value,
+    token: Optional[str] = None,
     username: Optional[str] = None,
-    password: Optional[str] = dlt.secrets.value,
+    password: Optional[str] = None,
     report: Optional[RunReport] = None,
     now: Optional[datetime] = None,
     backfill_window: Optional[dict[str, Any]] = None,
@@ -100,6 +101,11 @@ def repo_analytics(
     nightly_cursors: Optional[dict[str, dict[str, datetime]]] = None,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
+
+    The settings (`edition` to `password`) are those of `RepoAnalyticsConfiguration`, where
+    each one's type, default and valid values are declared: an argument given here (not None)
+    wins over `.dlt/`, `.dlt/secrets.toml` and the environment. The arguments after them are
+    set by the pipelines, never by config.
 
     Args:
         edition: `cloud` or `server`.
@@ -121,8 +127,7 @@ def repo_analytics(
             the most requests open to the host at once.
         with_files: self-hosted: fetch each new commit's per-file line changes.
         retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...); from
-            config, the `retry` table with each `SOURCES__REPO_ANALYTICS__RETRY__<KEY>`
-            variable over it.
+            config, `[sources.repo_analytics.retry]` or `SOURCES__REPO_ANALYTICS__RETRY__<KEY>`.
         token: the access token (secret).
         username: the self-hosted user name, with `password` (secret).
         password: the self-hosted password (secret).
@@ -145,21 +150,19 @@ def repo_analytics(
     Yields:
         One resource per selected endpoint and level.
     """
-    spec = EDITION_SPECS.get(edition)
-    if spec is None:
-        raise ConfigError("edition", edition, "one of " + ", ".join(EDITION_SPECS))
-    plan = build_plan(spec, {
-        "base_url": base_url, "api_prefix": api_prefix, "workspace": workspace,
-        "projects": projects,
-        "levels": levels, "resources": resources, "repositories": repositories,
-        "users": users, "start_date": start_date, "end_date": end_date,
-        "lookback_days": lookback_days, "page_size": page_size,
+    settings = resolve_settings({key: value for key, value in {
+        "edition": edition, "base_url": base_url, "api_prefix": api_prefix,
+        "workspace": workspace, "projects": projects, "levels": levels, "resources": resources,
+        "repositories": repositories, "users": users, "start_date": start_date,
+        "end_date": end_date, "lookback_days": lookback_days, "page_size": page_size,
         "statistics_period": statistics_period, "concurrency": concurrency,
-        "retry": retry_values(retry),
-        "with_files": with_files, "backfill": backfill_window is not None,
-        "merge_strategy": merge_strategy,
-        "token": token, "username": username, "password": password,
-    }, now)
+        "with_files": with_files, "retry": retry, "token": token, "username": username,
+        "password": password}.items() if value is not None})
+    spec = EDITION_SPECS.get(settings.edition)
+    if spec is None:
+        raise ConfigError("edition", settings.edition, "one of " + ", ".join(EDITION_SPECS))
+    plan = build_plan(spec, {**settings, "backfill": backfill_window is not None,
+                             "merge_strategy": merge_strategy}, now)
     run_report = report if report is not None else RunReport()
     if nightly_cursors is not None:
         for name, cursors in nightly_cursors.items():

@@ -21,9 +21,10 @@ from dlt.common import logger
 from tenacity import RetryCallState, Retrying, retry_if_exception
 from urllib3.exceptions import NewConnectionError
 
+from .config import RetryConfiguration
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .report import RunReport
-from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES, ClientSettings
+from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
 from .tables import ErrorEnvelope, ErrorRule
 
 JSON_TYPES = ("application/json", "text/json")
@@ -148,7 +149,7 @@ class ApiClient:
 
     def __init__(self, api_base: str, headers: Mapping[str, str],
                  error_rules: tuple[ErrorRule, ...], error_message: Any,
-                 error_envelope: ErrorEnvelope, settings: ClientSettings, report: RunReport,
+                 error_envelope: ErrorEnvelope, settings: RetryConfiguration, report: RunReport,
                  gate: HostGate | None = None) -> None:
         self.api_base = api_base.rstrip("/")
         self._headers = dict(headers)

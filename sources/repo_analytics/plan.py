@@ -1,26 +1,43 @@
-"""Configuration checked once, before the first request, into an immutable `RunPlan`."""
+"""Configuration resolved through the one spec (`config.py`) and checked once, before the
+first request, into an immutable `RunPlan`."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
+import dlt
+from dlt.common.configuration import resolve_configuration
+from dlt.common.configuration.exceptions import ConfigValueCannotBeCoercedException
+from dlt.common.configuration.resolve import inject_section
+from dlt.common.configuration.specs.config_section_context import ConfigSectionContext
+from dlt.common.configuration.utils import deserialize_value
+
+from .config import (
+    SECTION,
+    RepoAnalyticsConfiguration,
+    RetryConfiguration,
+    default_of,
+    env_name,
+    retry_keys,
+    retry_table,
+    user_fields,
+)
 from .dates import parse_user_instant
 from .errors import ConfigError
 from .settings import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_LOOKBACK_DAYS,
     DEFAULT_START_DAYS,
     EDITIONS,
     NAIVE_DATE_SLACK_HOURS,
     RETRY_HIGHEST,
-    RETRY_LIMITS,
     STATISTICS_PERIODS,
-    ClientSettings,
 )
 from .tables import EditionSpec
 
@@ -47,7 +64,7 @@ class RunPlan:
     with_files: bool
     backfill: bool
     merge_strategy: str
-    client: ClientSettings
+    client: RetryConfiguration
     credentials: Mapping[str, Any] = field(repr=False)
 
     @property
@@ -65,7 +82,11 @@ def one_of(key: str, value: Any, valid: Sequence[str]) -> str:
 
 
 def name_list(key: str, value: Any, valid: Sequence[str] | None = None) -> tuple[str, ...] | None:
-    """`all` (or nothing) -> None; a list or comma-separated string -> names."""
+    """`all` (or nothing) -> None; a list, its JSON text (an environment variable) or a
+    comma-separated string -> names."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(value)
     if value is None or value == "all" or value == ["all"]:
         return None
     names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
@@ -87,52 +108,146 @@ def flag(key: str, value: Any) -> bool:
     raise ConfigError(key, value, "true or false")
 
 
-def number(key: str, value: Any, low: float, high: float, kind: type = float) -> Any:
+def number(key: str, value: Any) -> Any:
+    """A number within the setting's limits (`low`, `high`, `whole` in its spec field)."""
+    limits = dict(user_fields())[key].metadata
+    low, high = limits["low"], limits["high"]
     try:
-        parsed = kind(value)
+        parsed = int(value) if limits["whole"] else float(value)
     except (TypeError, ValueError):
         raise ConfigError(key, value, f"a number from {low:g} to {high:g}") from None
     if not low <= parsed <= high:
-        raise ConfigError(key, value, f"a number from {low:g} to {high:g}")
+        raise ConfigError(key, as_written(value), f"a number from {low:g} to {high:g}")
     return parsed
 
 
-def retry_settings(retry: Any) -> ClientSettings:
+def retry_settings(retry: Any) -> RetryConfiguration:
     """The `retry` table (its keys checked) into the client's settings."""
-    valid = "one of " + ", ".join(RETRY_LIMITS)
+    valid = "one of " + ", ".join(retry_keys())
     if retry is None:
         retry = {}
     if not isinstance(retry, Mapping):
         raise ConfigError("retry", retry, "a table of settings: " + valid)
-    unknown = sorted(str(k) for k in set(retry) - set(RETRY_LIMITS))
+    unknown = sorted(str(k) for k in set(retry) - set(retry_keys()))
     if unknown:
         raise ConfigError("retry", unknown[0], valid)
     settings: dict[str, Any] = {str(k): retry_setting(str(k), v) for k, v in retry.items()}
-    return ClientSettings(**settings)
+    return RetryConfiguration(**settings)
 
 
 def retry_setting(key: str, value: Any) -> int | float:
     """One `retry` value, from a number or its text (environment variables are text)."""
-    limit = RETRY_LIMITS[key]
-    if limit.whole:
-        expected = f"a whole number from {limit.low:g} to {RETRY_HIGHEST}"
-    elif limit.low_allowed:
-        expected = f"a number from {limit.low:g} to {RETRY_HIGHEST}"
+    limit = dict(user_fields())[f"retry.{key}"].metadata
+    if limit["whole"]:
+        expected = f"a whole number from {limit['low']:g} to {RETRY_HIGHEST}"
+    elif limit["low_allowed"]:
+        expected = f"a number from {limit['low']:g} to {RETRY_HIGHEST}"
     else:
-        expected = f"a number above {limit.low:g}, up to {RETRY_HIGHEST}"
+        expected = f"a number above {limit['low']:g}, up to {RETRY_HIGHEST}"
     try:
         parsed = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         parsed = math.nan
-    above_low = parsed >= limit.low if limit.low_allowed else parsed > limit.low
-    if not (above_low and parsed <= RETRY_HIGHEST) or (limit.whole and not parsed.is_integer()):
-        raise ConfigError(f"retry.{key}", value, expected)  # NaN fails every comparison
-    return int(parsed) if limit.whole else parsed
+    above_low = parsed >= limit["low"] if limit["low_allowed"] else parsed > limit["low"]
+    if not (above_low and parsed <= RETRY_HIGHEST) or (limit["whole"] and not parsed.is_integer()):
+        raise ConfigError(f"retry.{key}", as_written(value), expected)  # NaN fails all tests
+    return int(parsed) if limit["whole"] else parsed
+
+
+def as_written(value: Any) -> Any:
+    """A number as a user wrote it: dlt reads `-5` for a float setting as -5.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def check_value(key: str, value: Any) -> Any:
+    """One typed setting checked alone, as `build_plan` checks it: the message for a value of
+    the wrong type (`resolve_settings`)."""
+    if key.startswith("retry."):
+        return retry_setting(key.removeprefix("retry."), value)
+    if key == "with_files":
+        return flag(key, value)
+    if "low" in dict(user_fields())[key].metadata:
+        return number(key, value)
+    return value
+
+
+def resolve_settings(explicit: Mapping[str, Any] | None = None) -> RepoAnalyticsConfiguration:
+    """Every setting through `RepoAnalyticsConfiguration`: `explicit` values (the source's
+    arguments, the CLI's flags; text is read as the setting's type) over the environment,
+    `.dlt/secrets.toml` and `.dlt/config.toml`. Unchecked beyond types: `build_plan` checks.
+
+    A value of the wrong type, and an unknown `retry` key, raise today's one-line
+    `ConfigError`; a missing required setting raises dlt's `ConfigFieldMissingException`.
+    """
+    given = typed_values(dict(explicit or {}))
+    check_retry_keys(given.get("retry"))
+    try:
+        with inject_section(ConfigSectionContext(sections=SECTION), lock_context=True):
+            return resolve_configuration(RepoAnalyticsConfiguration(), explicit_value=given)
+    except ConfigValueCannotBeCoercedException as error:
+        key = next((k for k, _ in user_fields()
+                    if k.split(".")[-1] == error.field_name), error.field_name)
+        check_value(key, error.field_value)
+        raise ConfigError(key, error.field_value, dict(user_fields())[key].metadata["valid"]
+                          ) from None
+
+
+def typed_values(explicit: dict[str, Any]) -> dict[str, Any]:
+    """Explicit text values read as their setting's type, as dlt reads a provider's text."""
+    hints = RepoAnalyticsConfiguration.get_resolvable_fields()
+    retry_hints = RetryConfiguration.get_resolvable_fields()
+    typed: dict[str, Any] = {}
+    for key, value in explicit.items():
+        if key == "retry" and isinstance(value, Mapping) and not isinstance(
+                value, RetryConfiguration):
+            value = {k: typed_value(f"retry.{k}", v, retry_hints.get(k))
+                     for k, v in value.items()}
+        elif key != "retry":
+            value = typed_value(key, value, hints.get(key))
+        typed[key] = value
+    return typed
+
+
+def typed_value(key: str, value: Any, hint: Any) -> Any:
+    hint = next((h for h in get_args(hint) if h is not type(None)), hint)  # Optional[X]: X
+    if not isinstance(value, str) or hint not in (int, float, bool):
+        return value
+    try:
+        return deserialize_value(key, value, hint)
+    except ConfigValueCannotBeCoercedException:
+        check_value(key, value)
+        raise ConfigError(key, value, dict(user_fields())[key].metadata["valid"]) from None
+
+
+def check_retry_keys(explicit: Any) -> None:
+    """An unknown `retry` key is refused by name wherever it is given (dlt would ignore it):
+    the explicit table, the `[sources.repo_analytics.retry]` table, or a
+    `SOURCES__REPO_ANALYTICS__RETRY__<KEY>` variable."""
+    valid = retry_keys()
+    names: list[str] = list(explicit) if isinstance(explicit, Mapping) else []
+    table = retry_table(dlt.config.get(".".join((*SECTION, "retry"))))
+    if isinstance(table, Mapping):
+        names += [str(k) for k in table]
+    prefix = env_name("retry") + "__"
+    names += [name[len(prefix):].lower() for name in os.environ
+              if name.startswith(prefix) and len(name) > len(prefix)]
+    unknown = sorted(set(names) - set(valid))
+    if unknown:
+        raise ConfigError("retry", unknown[0], "one of " + ", ".join(valid))
+
+
+def setting_value(values: Mapping[str, Any], key: str) -> Any:
+    """A setting's value, its spec's default when not given."""
+    value = values.get(key)
+    return default_of(key) if value is None else value
 
 
 def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                now: datetime | None = None) -> RunPlan:
-    """Validate raw config values into a plan; the first bad value raises `ConfigError`."""
+    """Validate config values (resolved by `resolve_settings`, or any mapping: a missing key
+    takes the spec's default) into a plan; the first bad value raises `ConfigError`."""
     one_of("edition", edition.name, EDITIONS)
     base_url = str(values.get("base_url") or "")
     parts = urlsplit(base_url)
@@ -165,20 +280,19 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         workspace=str(workspace) if workspace else None,
         levels=levels,
         resources=resources,
-        projects=name_list("projects", values.get("projects")),
-        repositories=name_list("repositories", values.get("repositories")),
-        users=name_list("users", values.get("users")),
+        projects=name_list("projects", setting_value(values, "projects")),
+        repositories=name_list("repositories", setting_value(values, "repositories")),
+        users=name_list("users", setting_value(values, "users")),
         start=start,
         until=until,
-        lookback=timedelta(days=number("lookback_days", values.get(
-            "lookback_days", DEFAULT_LOOKBACK_DAYS), 0, 366)),
+        lookback=timedelta(days=number("lookback_days", setting_value(values, "lookback_days"))),
         page_size=None if page_size is None or page_size == "" else number(
-            "page_size", page_size, 1, 1000, int),
+            "page_size", page_size),
         statistics_period=one_of("statistics_period",
-                                 values.get("statistics_period") or "month", STATISTICS_PERIODS),
-        concurrency=number("concurrency", values.get("concurrency", DEFAULT_CONCURRENCY),
-                           1, 32, int),
-        with_files=flag("with_files", values.get("with_files", False)),
+                                 values.get("statistics_period")
+                                 or default_of("statistics_period"), STATISTICS_PERIODS),
+        concurrency=number("concurrency", setting_value(values, "concurrency")),
+        with_files=flag("with_files", setting_value(values, "with_files")),
         backfill=bool(values.get("backfill")),
         merge_strategy=one_of("merge_strategy", values.get("merge_strategy") or "delete-insert",
                               ("delete-insert", "upsert")),

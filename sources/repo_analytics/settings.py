@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Final
 
 EDITIONS: Final = ("cloud", "server")
 
@@ -22,35 +20,5 @@ DEFAULT_CONCURRENCY: Final = 4
 ROWS_PER_ITEM: Final = 20_000
 
 
-@dataclass(frozen=True)
-class ClientSettings:
-    """Timeouts and retry limits of the HTTP client (config section `retry`)."""
-
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    max_attempts: int = 8
-    backoff_base: float = 1.0
-    max_wait_seconds: float = 120.0
-    total_wait_seconds: float = 900.0
-    skip_retry_attempts: int = 3
-
-
-class RetryLimit(NamedTuple):
-    """What a `retry` setting may be: whole or not, and its lowest value (allowed or not)."""
-
-    whole: bool
-    low: float
-    low_allowed: bool
-
-
+# the highest value of any `retry` setting (config.RetryConfiguration holds the others)
 RETRY_HIGHEST: Final = 100_000
-# attempts: at least one; timeouts: above zero (0 would fail every request); waits: from zero
-RETRY_LIMITS: Final = MappingProxyType({
-    "connect_timeout": RetryLimit(whole=False, low=0, low_allowed=False),
-    "read_timeout": RetryLimit(whole=False, low=0, low_allowed=False),
-    "max_attempts": RetryLimit(whole=True, low=1, low_allowed=True),
-    "backoff_base": RetryLimit(whole=False, low=0, low_allowed=True),
-    "max_wait_seconds": RetryLimit(whole=False, low=0, low_allowed=True),
-    "total_wait_seconds": RetryLimit(whole=False, low=0, low_allowed=True),
-    "skip_retry_attempts": RetryLimit(whole=True, low=1, low_allowed=True),
-})

@@ -24,11 +24,11 @@ from sources.repo_analytics.cloud import (
     PULL_REQUEST_COLUMNS,
     USER_KEY,
 )
+from sources.repo_analytics.config import RetryConfiguration, retry_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
 from sources.repo_analytics.paging import NextLinkPaginator, StartLimitPaginator
 from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.settings import ClientSettings
 from sources.repo_analytics.tables import child_rows, to_arrow
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -38,7 +38,7 @@ VALID: dict[str, Any] = {
 }
 LEVELS = ("workspace", "repository", "user")
 FAMILIES = ("change_statistics", "commits", "pull_request_statistics", "pull_requests", "users")
-RETRY_KEYS = tuple(ClientSettings.__dataclass_fields__)
+RETRY_KEYS = retry_keys()
 DATE_FORMS = ("2026-01-31", "ISO-8601")
 
 
@@ -148,12 +148,12 @@ def test_valid_config_defaults() -> None:
     assert plan.until == NOW and plan.start == NOW - timedelta(days=30)
     assert plan.lookback == timedelta(days=3)
     assert plan.statistics_period == "month"
-    assert plan.client == ClientSettings()
+    assert plan.client == RetryConfiguration()
     assert "t0ken" not in repr(plan)
 
 
 def test_valid_config_values_are_parsed() -> None:
-    """Lists from comma strings, numbers from strings, retry settings into ClientSettings."""
+    """Lists from comma strings, numbers from strings, retry settings into the client's."""
     plan = build_plan(CLOUD, {**VALID, "levels": "workspace, user", "resources": ["commits"],
                               "repositories": "a,b", "page_size": "50", "lookback_days": "1.5",
                               "concurrency": "2", "statistics_period": "week",
