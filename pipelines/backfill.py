@@ -19,7 +19,14 @@ from typing import Any
 
 import dlt
 
-from pipelines.load import LoadResult, import_once, restore_state, run_load, settle_pending
+from pipelines.load import (
+    LoadResult,
+    import_once,
+    restore_state,
+    run_load,
+    run_settings,
+    settle_pending,
+)
 from pipelines.progress import Progress
 from pipelines.views import create_views
 from sources.repo_analytics import WINDOW_MARKER, RunReport
@@ -122,8 +129,8 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
     import_once(pipeline)
     wanted = signature(source_args)
     done = finished_windows(pipeline)
-    concurrency = int(source_args.get("concurrency") or DEFAULT_CONCURRENCY)
-    gate = HostGate(concurrency)  # a 429 in one window holds the next one too
+    # one gate for every window: a 429's Retry-After holds the next window too
+    gate = HostGate(int(run_settings(source_args).concurrency or DEFAULT_CONCURRENCY))
     discovery = RangeDiscovery(planned[0][0], planned[-1][1])  # users of the whole range
     result = BackfillResult()
     for index, (start, end) in enumerate(planned, 1):

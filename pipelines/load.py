@@ -16,7 +16,13 @@ from dlt.common.storages.exceptions import SchemaNotFoundError
 
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
-from sources.repo_analytics import ConfigError, RunReport, repo_analytics
+from sources.repo_analytics import (
+    ConfigError,
+    RepoAnalyticsConfiguration,
+    RunReport,
+    repo_analytics,
+)
+from sources.repo_analytics.plan import resolve_settings
 
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema
@@ -90,12 +96,21 @@ def run_load(pipeline: dlt.Pipeline, views: bool = True, report: RunReport | Non
         pipeline.normalize()
         info = pipeline.load()
         report.load_ids = list(info.loads_ids)
-        prune_stale_children(pipeline, str(source_args.get("edition")))
+        if pipeline.destination.destination_name == "filesystem":
+            prune_stale_children(pipeline, str(run_settings(source_args).edition))
         if views and pipeline.destination.destination_name == "duckdb":
             create_views(pipeline)
     finally:
         report.finish()  # the run's duration ends here, not when its report is written
     return LoadResult(info, report, pipeline)
+
+
+def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
+    """The settings a run of the source with `source_args` reads: the arguments that are
+    settings over `.dlt/` and the environment (the pipelines' own arguments left out)."""
+    fields = RepoAnalyticsConfiguration.get_resolvable_fields()
+    return resolve_settings({k: v for k, v in source_args.items()
+                             if k in fields and v is not None})
 
 
 def stamp_load_ids() -> None:
