@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
         description="Start a simulated host, backfill a year, advance its clock, run a "
                     "nightly load, reconcile, and print what landed.")
-    demo.add_argument("--edition", choices=("cloud", "server"), default="cloud")
+    from sources.repo_analytics.editions import EDITION_SPECS
+
+    demo.add_argument("--edition", choices=tuple(EDITION_SPECS), default="cloud")
     demo.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     demo.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
                       help="build the simulated history from these git repositories")
@@ -276,16 +278,15 @@ def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
     import shlex
     from datetime import UTC, datetime
 
-    edition = info["edition"]
+    from sources.repo_analytics.editions import edition_spec
+
+    spec = edition_spec(info["edition"])
     prefix = "SOURCES__REPO_ANALYTICS__"
-    if edition == "cloud":
-        env = {"TOKEN": args.token}
-    else:
-        env = {"USERNAME": args.username, "PASSWORD": args.password}
-    flags = ["--edition", edition, "--base-url", info["base_url"]]
+    env = {name.upper(): getattr(args, name) for name in spec.demo_credentials}
+    flags = ["--edition", spec.name, "--base-url", info["base_url"]]
     if args.api_prefix is not None:  # else the edition's standard prefix, the load's default
         flags += ["--api-prefix", info["api_prefix"]]
-    if edition == "cloud":
+    if spec.needs_workspace:
         flags += ["--workspace", info["workspace"]]
     clock = datetime.fromtimestamp(info["now"], UTC).isoformat()
     secrets = " ".join(f"{prefix}{key}={shlex.quote(value)}" for key, value in env.items())
