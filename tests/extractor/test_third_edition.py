@@ -160,7 +160,10 @@ def forge_host() -> Iterator[ForgeHost]:
             parts = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
             headers = {k.lower(): v for k, v in self.headers.items()}
-            status, body = host.answer(parts.path, query, headers)
+            try:
+                status, body = host.answer(parts.path, query, headers)
+            except KeyError as missing:  # a parameter the forge requires was not sent
+                status, body = 400, {"problems": [{"detail": f"missing parameter {missing}"}]}
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
