@@ -6,7 +6,7 @@ import argparse
 import logging
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,22 @@ EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0,
 LOAD_FLAGS = ("edition", "base_url", "api_prefix", "workspace", "levels", "resources",
               "repositories", "users", "start_date", "end_date", "lookback_days", "page_size",
               "statistics_period", "concurrency")
+
+
+class EditionNames:
+    """The registry's edition names, read when argparse asks for them: building the parser
+    (every command, `sim` too) does not import the source package, which takes most of a
+    second."""
+
+    def __contains__(self, name: object) -> bool:
+        from sources.repo_analytics.editions import EDITION_SPECS
+
+        return name in EDITION_SPECS
+
+    def __iter__(self) -> Iterator[str]:
+        from sources.repo_analytics.editions import EDITION_SPECS
+
+        return iter(tuple(EDITION_SPECS))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
         description="Start a simulated host, backfill a year, advance its clock, run a "
                     "nightly load, reconcile, and print what landed.")
-    from sources.repo_analytics.editions import EDITION_SPECS
-
-    demo.add_argument("--edition", choices=tuple(EDITION_SPECS), default="cloud")
+    # a metavar: else argparse lists the choices (importing the package) while building
+    demo.add_argument("--edition", choices=EditionNames(), default="cloud", metavar="EDITION",
+                      help="one of %(choices)s (default %(default)s)")
     demo.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     demo.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
                       help="build the simulated history from these git repositories")
