@@ -6,7 +6,7 @@ import argparse
 import logging
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,22 @@ EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0,
 
 # settings a backfill takes from its own flags (--since, --until) instead
 BACKFILL_OWN = ("start_date", "end_date")
+
+
+class EditionNames:
+    """The registry's edition names, read when argparse asks for them: building the parser
+    (every command, `sim` too) does not import the source package, which takes most of a
+    second."""
+
+    def __contains__(self, name: object) -> bool:
+        from sources.repo_analytics.editions import EDITION_SPECS
+
+        return name in EDITION_SPECS
+
+    def __iter__(self) -> Iterator[str]:
+        from sources.repo_analytics.editions import EDITION_SPECS
+
+        return iter(tuple(EDITION_SPECS))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
         description="Start a simulated host, backfill a year, advance its clock, run a "
                     "nightly load, reconcile, and print what landed.")
-    demo.add_argument("--edition", choices=("cloud", "server"), default="cloud")
+    # a metavar: else argparse lists the choices (importing the package) while building
+    demo.add_argument("--edition", choices=EditionNames(), default="cloud", metavar="EDITION",
+                      help="one of %(choices)s (default %(default)s)")
     demo.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     demo.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
                       help="build the simulated history from these git repositories")
@@ -307,16 +325,15 @@ def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
     import shlex
     from datetime import UTC, datetime
 
-    edition = info["edition"]
+    from sources.repo_analytics.editions import edition_spec
+
+    spec = edition_spec(info["edition"])
     prefix = "SOURCES__REPO_ANALYTICS__"
-    if edition == "cloud":
-        env = {"TOKEN": args.token}
-    else:
-        env = {"USERNAME": args.username, "PASSWORD": args.password}
-    flags = ["--edition", edition, "--base-url", info["base_url"]]
+    env = {name.upper(): getattr(args, name) for name in spec.demo_credentials}
+    flags = ["--edition", spec.name, "--base-url", info["base_url"]]
     if args.api_prefix is not None:  # else the edition's standard prefix, the load's default
         flags += ["--api-prefix", info["api_prefix"]]
-    if edition == "cloud":
+    if spec.needs_workspace:
         flags += ["--workspace", info["workspace"]]
     clock = datetime.fromtimestamp(info["now"], UTC).isoformat()
     secrets = " ".join(f"{prefix}{key}={shlex.quote(value)}" for key, value in env.items())

@@ -23,8 +23,8 @@ from pipelines.load import make_pipeline, run_load
 from pipelines.progress import make_progress
 from pipelines.reconcile import reconcile
 from simulator import SimConfig, Simulator
+from sources.repo_analytics.editions import edition_spec
 
-DEMO_LEVELS = {"cloud": ["workspace", "repository"], "server": ["global", "repository"]}
 EXIT_OK, EXIT_PARTIAL, EXIT_MISMATCH = 0, 3, 5
 
 
@@ -75,13 +75,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def demo_source_args(sim: Simulator, info: dict[str, Any]) -> dict[str, Any]:
-    edition = sim.config.edition
-    args: dict[str, Any] = {"edition": edition, "base_url": sim.base_url,
-                            "levels": DEMO_LEVELS[edition], "statistics_period": "week"}
-    if edition == "cloud":
-        args.update(workspace=info["workspace"], token=sim.config.token)
-    else:
-        args.update(username=sim.config.username, password=sim.config.password)
+    """The source's settings for the simulated host: the edition's demo levels and the
+    credential form it names, read from the simulator's settings of the same names."""
+    spec = edition_spec(sim.config.edition)
+    args: dict[str, Any] = {"edition": spec.name, "base_url": sim.base_url,
+                            "levels": list(spec.demo_levels), "statistics_period": "week"}
+    if spec.needs_workspace:
+        args["workspace"] = info["workspace"]
+    args.update({name: getattr(sim.config, name) for name in spec.demo_credentials})
     return args
 
 

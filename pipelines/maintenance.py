@@ -10,9 +10,10 @@ import dlt
 from dlt.pipeline.helpers import pipeline_drop
 
 from pipelines.backfill import finished_windows
-from sources.repo_analytics import EDITION_SPECS, WINDOW_MARKER, RunReport
-from sources.repo_analytics.client import ApiClient
+from sources.repo_analytics import WINDOW_MARKER, RunReport
+from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
+from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.scopes import (
@@ -101,20 +102,18 @@ def forget_scopes(pipeline: dlt.Pipeline, names: list[str]) -> None:
 
 def check(source_args: dict[str, Any]) -> list[str]:
     """Validate config, then reach the host with one small request; one line per finding."""
-    edition = source_args.get("edition")
-    spec = EDITION_SPECS.get(str(edition))
-    if spec is None:
-        raise ConfigError("edition", edition, "one of " + ", ".join(EDITION_SPECS))
+    spec = edition_spec(source_args.get("edition"))
     plan = build_plan(spec, source_args)
     lines = [f"config: ok ({spec.name}, {plan.api_base}, levels {', '.join(plan.levels)})"]
-    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, spec.error_envelope, plan.client, RunReport())
+    client = edition_client(plan, RunReport())
     endpoint = next(e for e in spec.endpoints
                     if e.level == spec.top_level and e.resource == "commits")
     path = endpoint.path.replace("{workspace}", plan.workspace or "")
     now = datetime.now(UTC)
-    params = {**endpoint.params, spec.since_param: wire(now - timedelta(days=1)),
-              spec.until_param: wire(now), spec.page_size_param: 1}
+    params: dict[str, Any] = {**endpoint.params, spec.since_param: wire(now - timedelta(days=1)),
+              spec.until_param: wire(now)}
+    if endpoint.paging is not None:
+        params[endpoint.paging.page_size_param] = 1
     client.get_json(path, params, "check")
     lines.append("host: reachable; credentials, licence and app version: ok")
     return lines

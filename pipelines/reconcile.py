@@ -34,60 +34,42 @@ import duckdb
 
 from pipelines.lake import LOAD_ID, delta_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
-from sources.repo_analytics.client import ApiClient
+from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.errors import SkippableApiError
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import ReadContext
 from sources.repo_analytics.scopes import endpoint_for, repository_scope
-from sources.repo_analytics.tables import EditionSpec, Endpoint
+from sources.repo_analytics.tables import EditionSpec, Endpoint, ReconcileSpec, StatisticsCheck
 
 EDGE: Final = timedelta(hours=14)
 
 
 @dataclass(frozen=True)
-class StatisticsCheck:
-    """A repository-level statistics table, compared row by row with the API. The table, its
-    request and the JSON path of each measure come from the edition's endpoint table."""
-
-    resource: str  # the statistics resource family
-    scope_column: str  # the column holding the repository's scope key (`KEY/slug`, `slug`)
-    measures: tuple[str, ...]  # the columns compared
-    level_column: str | None = "level"  # None: a table of the repository level only
-
-
-@dataclass(frozen=True)
 class EditionChecks:
-    """Where each edition keeps what is compared; the API side comes from its endpoint table."""
+    """Where an edition keeps what is compared: its `ReconcileSpec`, with the repository-
+    level list tables and time columns of its endpoint table."""
 
     commit_table: str
     commit_time: str  # column compared with the window
     commit_time_is_local: bool
-    commit_statistics: str  # resource family of the repository-level commit statistics
-    commits_field: tuple[str, ...]
-    added_field: tuple[str, ...]
     pr_table: str
-    pr_states: tuple[str, ...]
-    statistics: tuple[StatisticsCheck, ...] = ()
+    spec: ReconcileSpec
+
+    @property
+    def statistics(self) -> tuple[StatisticsCheck, ...]:
+        return self.spec.statistics
 
 
-CHECKS: Final = {
-    "cloud": EditionChecks(
-        "cloud_commits", "date_local", True, "change_statistics", ("commits",),
-        ("lines_of_code", "added", "total"), "cloud_pull_requests",
-        ("open", "merged", "declined", "superseded"),
-        (StatisticsCheck("pull_request_statistics", "scope",
-                         ("pull_requests", "open", "merged", "declined", "superseded")),
-         StatisticsCheck("change_statistics", "repository_slug",
-                         ("commits", "lines_added_total", "lines_deleted_total"), None))),
-    "server": EditionChecks(
-        "server_commits", "author_timestamp", False, "commit_statistics", ("commits",),
-        ("linesOfCode", "added"), "server_pull_requests", ("open", "merged", "declined"),
-        (StatisticsCheck("pull_request_statistics", "scope",
-                         ("pull_requests", "open", "merged", "declined")),
-         StatisticsCheck("commit_statistics", "scope",
-                         ("commits", "lines_added", "lines_deleted")))),
-}
+def edition_checks(spec: EditionSpec) -> EditionChecks | None:
+    """What the edition reconciles, or None when its table declares nothing (or lacks the
+    repository-level lists compared)."""
+    commits = repository_endpoint(spec, "commits")
+    pull_requests = repository_endpoint(spec, "pull_requests")
+    if spec.reconcile is None or commits is None or pull_requests is None or not commits.cursor:
+        return None
+    return EditionChecks(commits.table, commits.cursor, commits.cursor_naive,
+                         pull_requests.table, spec.reconcile)
 
 
 @dataclass(frozen=True)
@@ -187,10 +169,16 @@ def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
     return endpoint
 
 
+def repository_endpoint(spec: EditionSpec, resource: str) -> Endpoint | None:
+    """The edition's repository-level `resource`, if it has one."""
+    return next((e for e in spec.endpoints
+                 if e.resource == resource and e.level == "repository"), None)
+
+
 def repository_table(spec: EditionSpec, resource: str) -> str | None:
     """The table of the edition's repository-level `resource`, if it has one."""
-    return next((e.table for e in spec.endpoints
-                 if e.resource == resource and e.level == "repository"), None)
+    endpoint = repository_endpoint(spec, resource)
+    return endpoint.table if endpoint is not None else None
 
 
 def refreshing_list(spec: EditionSpec, resource: str) -> Endpoint | None:
@@ -200,10 +188,10 @@ def refreshing_list(spec: EditionSpec, resource: str) -> Endpoint | None:
                  and e.refreshes is not None and e.refreshes[0] == resource), None)
 
 
-def dig(body: Any, path: tuple[str, ...]) -> int:
-    for key in path:
-        body = body.get(key) if isinstance(body, dict) else None
-    return int(body or 0)
+def measure(endpoint: Endpoint, name: str, body: Any) -> int:
+    """The value of the endpoint's column `name` in an answer (its JSON path), 0 if none."""
+    columns = {c.name: c for c in endpoint.columns}
+    return int(columns[name].read(body, {}) or 0)
 
 
 def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime]],
@@ -223,9 +211,12 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
     `reconcile_with`)."""
     name = pipeline.destination.destination_name
     edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
-    checks = CHECKS.get(str(edition))
-    if checks is None:
-        return Reconciliation(0, [], [f"not run: unknown edition {edition!r}"])
+    spec = EDITION_SPECS.get(str(edition))
+    checks = edition_checks(spec) if spec is not None else None
+    if spec is None or checks is None:
+        return Reconciliation(0, [], [f"not run: unknown edition {edition!r}" if spec is None
+                                      else f"not run: the {edition} edition has nothing to "
+                                      "reconcile"])
     if name == "duckdb":
         with pipeline.sql_client() as client:
             return reconcile_with(client.native_connection, pipeline.dataset_name, windows,
@@ -233,7 +224,6 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
     if name == "filesystem":
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
-            spec = EDITION_SPECS[str(edition)]
             statistics = [repository_table(spec, c.resource) for c in checks.statistics]
             for table, delta in delta_tables(pipeline, checks.commit_table, checks.pr_table,
                                              *filter(None, statistics)).items():
@@ -260,11 +250,13 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
     None given: every row is asked for."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
-    checks = CHECKS[spec.name]
-    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, spec.error_envelope, plan.client, RunReport())
-    ctx = ReadContext(plan, client, client.report)
     result = Reconciliation(0, [])
+    checks = edition_checks(spec)
+    if checks is None:
+        result.notes.append(f"not run: the {spec.name} edition has nothing to reconcile")
+        return result
+    client = edition_client(plan, RunReport())
+    ctx = ReadContext(plan, client, client.report)
     con.execute(f"SET schema '{dataset}'")
     present = {name for (name,) in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
@@ -358,8 +350,7 @@ def api_period(ctx: ReadContext, row: StoredPeriod) -> tuple[int, ...] | str:
     except SkippableApiError as error:
         return (f"{'/'.join(row.names)} {row.check.resource} {row.start.date()}.."
                 f"{row.end.date()} not checked: {error}")
-    columns = {c.name: c for c in endpoint.columns}
-    return tuple(int(columns[m].read(body, {}) or 0) for m in row.check.measures)
+    return tuple(measure(endpoint, name, body) for name in row.check.measures)
 
 
 def compare_period(row: StoredPeriod, answer: tuple[int, ...] | str,
@@ -386,17 +377,20 @@ def api_statistics(ctx: ReadContext, checks: EditionChecks, measures: Measures,
     stats = pr_stats = None
     try:
         if measures.commits:
-            commit_stats = required_endpoint(ctx, checks.commit_statistics)
-            stats = ctx.client.get_json(scope.path(commit_stats.path),
-                                        {**commit_stats.params, **dates}, "reconcile").body
+            commit_stats = required_endpoint(ctx, checks.spec.commit_statistics)
+            body = ctx.client.get_json(scope.path(commit_stats.path),
+                                       {**commit_stats.params, **dates}, "reconcile").body
+            stats = tuple(measure(commit_stats, name, body)
+                          for name in checks.spec.commit_measures)
         if not measures.pull_requests:
             return stats, None
         pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
         by_update = {k: v for k, v in required_endpoint(ctx, "pull_requests").params.items()
                      if k in pr_endpoint.params}  # the list's date type: updated
-        pr_stats = ctx.client.get_json(scope.path(pr_endpoint.path),
-                                       {**pr_endpoint.params, **by_update, **dates},
-                                       "reconcile").body
+        body = ctx.client.get_json(scope.path(pr_endpoint.path),
+                                   {**pr_endpoint.params, **by_update, **dates},
+                                   "reconcile").body
+        pr_stats = {state: measure(pr_endpoint, state, body) for state in checks.spec.pr_states}
     except SkippableApiError as error:
         return f"{'/'.join(names)} {start.date()}..{end.date()} not checked: {error}"
     return stats, pr_stats
@@ -448,23 +442,22 @@ class WindowCheck:
                 [*self.names, low - EDGE, low + EDGE, high - EDGE, high + EDGE]
             ).fetchone() or (0, 0)
             edge = {"commits": int(near[0]), "lines_added": int(near[1])}
-        for measure, api_value, landed_value in (
-                ("commits", dig(stats, checks.commits_field), landed[0]),
-                ("lines_added", dig(stats, checks.added_field), landed[1])):
+        for name, api_value, landed_value in (("commits", stats[0], landed[0]),
+                                              ("lines_added", stats[1], landed[1])):
             self.result.checked += 1
             if api_value != landed_value:
-                self.differs(measure, api_value, landed_value,
+                self.differs(name, api_value, landed_value,
                              "within_edge_tolerance"
-                             if abs(api_value - landed_value) <= edge[measure] else "mismatch")
+                             if abs(api_value - landed_value) <= edge[name] else "mismatch")
 
     def pull_requests(self, pr_stats: Any) -> None:
         counts = dict(self.con.execute(
             f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
             f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
             [*self.names, self.start, self.end]).fetchall())
-        for state in self.checks.pr_states:
+        for state in self.checks.spec.pr_states:
             self.result.checked += 1
-            api_value = dig(pr_stats, ("state", state))
+            api_value = pr_stats[state]
             if api_value != counts.get(state, 0):
                 self.differs(f"pull_requests_{state}", api_value, counts.get(state, 0),
                              "mismatch")

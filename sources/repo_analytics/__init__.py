@@ -15,11 +15,11 @@ from typing import Any, Optional, Union
 import dlt
 from dlt.extract.resource import DltResource
 
-from .client import ApiClient, HostGate
-from .cloud import CLOUD
+from .client import HostGate, edition_client
 from .config import RepoAnalyticsConfiguration, ResolvedInTheSource
 from .csv_export import read_csv
 from .details import PENDING_STATE_KEY, read_pending
+from .editions import EDITION_SPECS, edition_spec
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -56,8 +56,7 @@ from .scopes import (
     top_scope,
     user_scope,
 )
-from .server import SERVER
-from .tables import EditionSpec, Endpoint
+from .tables import Endpoint
 
 __all__ = [
     "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsConfiguration",
@@ -65,7 +64,6 @@ __all__ = [
     "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
 ]
 
-EDITION_SPECS: dict[str, EditionSpec] = {"cloud": CLOUD, "server": SERVER}
 WINDOW_MARKER = "backfill_windows"
 READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
@@ -158,9 +156,7 @@ def repo_analytics(
         "statistics_period": statistics_period, "concurrency": concurrency,
         "with_files": with_files, "retry": retry, "token": token, "username": username,
         "password": password}.items() if value is not None})
-    spec = EDITION_SPECS.get(settings.edition)
-    if spec is None:
-        raise ConfigError("edition", settings.edition, "one of " + ", ".join(EDITION_SPECS))
+    spec = edition_spec(settings.edition)
     plan = build_plan(spec, {**settings, "backfill": backfill_window is not None,
                              "merge_strategy": merge_strategy}, now)
     run_report = report if report is not None else RunReport()
@@ -170,9 +166,7 @@ def repo_analytics(
         return
     run_report.read_range = (plan.start if plan.backfill
                              else max(plan.start, plan.until - plan.lookback), plan.until)
-    client = ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                       spec.error_message, spec.error_envelope, plan.client, run_report,
-                       host_gate or HostGate(plan.concurrency))
+    client = edition_client(plan, run_report, host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scopes in planned_reads(ctx, range_discovery):
         if endpoint.cursor:
@@ -219,6 +213,7 @@ def pending_details_resource(ctx: ReadContext, endpoint: Endpoint,
     """Fetches the details the list resource of `endpoint` had to skip in earlier runs (its
     state holds them, per scope), however old: the list reads only its look-back."""
     spec = endpoint.details
+    assert spec is not None  # made only for endpoints with details
 
     # read now, in the source function: while the resources run, the list resource adds
     # the items it has just tried

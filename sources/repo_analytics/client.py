@@ -23,6 +23,7 @@ from urllib3.exceptions import NewConnectionError
 
 from .config import RetryConfiguration
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
+from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
 from .tables import ErrorEnvelope, ErrorRule
@@ -399,3 +400,10 @@ class ApiClient:
                     raise SkippableApiError(rule.kind, text, status, url,
                                             retryable=rule.outcome == "retry_then_skip")
                 raise FatalApiError(rule.kind, text, status, url)
+
+
+def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = None) -> ApiClient:
+    """The client of a run: the plan's host and settings, its edition's auth and errors."""
+    spec = plan.edition
+    return ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
+                     spec.error_message, spec.error_envelope, plan.client, report, gate)

@@ -9,7 +9,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from .dates import naive_local, utc_from_iso
-from .paging import NextLinkPaginator
+from .paging import NextLink
 from .tables import (
     ChildTable,
     Column,
@@ -17,6 +17,9 @@ from .tables import (
     Endpoint,
     ErrorEnvelope,
     ErrorRule,
+    ReconcileSpec,
+    StatisticsCheck,
+    ViewParts,
     column,
     count_of,
     is_merge,
@@ -27,6 +30,7 @@ LOCAL_TS: Final = pa.timestamp("us")
 STR: Final = pa.string()
 INT: Final = pa.int64()
 MAX_PAGELEN: Final = 500
+PAGING: Final = NextLink(page_size_param="pagelen", next_key="next", items_key="values")
 
 W: Final = "/workspace/{workspace}"
 
@@ -120,7 +124,7 @@ def pr_list(level: str, path: str, table: str, extra: tuple[Column, ...] = ()) -
     key = ("read_for_user_uuid",) if extra else ()
     return Endpoint("pull_requests", level, "list", path, table, (*key, "repository_slug", "id"),
                     (*extra, *PULL_REQUEST_COLUMNS), cursor="updated_at", params=PR_LIST_PARAMS,
-                    page_size=MAX_PAGELEN, refreshes=PR_STATISTICS_BY_CREATION)
+                    page_size=MAX_PAGELEN, paging=PAGING, refreshes=PR_STATISTICS_BY_CREATION)
 
 
 def pr_statistics(level: str, path: str, alt_paths: tuple[str, ...] = ()) -> Endpoint:
@@ -134,7 +138,7 @@ def commit_list(level: str, path: str, table: str, columns: tuple[Column, ...],
     key = ("read_for_user_uuid",) if columns[0] is USER_KEY else ()
     return Endpoint("commits", level, "list", path, table, (*key, "repository_slug", "hash"),
                     columns, (PARENTS,), cursor="date_local", cursor_naive=True, params=params,
-                    page_size=MAX_PAGELEN)
+                    page_size=MAX_PAGELEN, paging=PAGING)
 
 
 ENDPOINTS: Final = (
@@ -198,6 +202,99 @@ ERROR_RULES: Final = (
 # The error body, also when it comes with 200 (a host or proxy wrapping errors): never data.
 ERROR_ENVELOPE: Final = ErrorEnvelope("type", "error")
 
+# The canonical views (pipelines/views.py): this edition's SELECT of each view's columns.
+# The list tables of every level, in one shape: scope keys are the statistics tables' own
+# (`slug`, user uuid); the top level's is NULL (one per workspace).
+# (level, scope expression over the level's list table `c`)
+LEVELS: Final = (("workspace", "NULL::VARCHAR"), ("repository", "c.repository_slug"),
+                 ("user", "c.read_for_user_uuid"))
+COMMIT_TABLES: Final = {"workspace": "cloud_workspace_commits", "repository": "cloud_commits",
+                        "user": "cloud_user_commits"}
+PR_TABLES: Final = {"workspace": "cloud_workspace_pull_requests",
+                    "repository": "cloud_pull_requests", "user": "cloud_user_pull_requests"}
+
+
+def commits_at(level: str, scope: str) -> tuple[str, str]:
+    """Cloud commits of one level. Only the repository-level list carries lines: the other
+    levels take them from it (NULL where it was not read, or indexing is off). The day is the
+    author's local calendar day: the API drops the zone."""
+    table = COMMIT_TABLES[level]
+    lines = "c" if level == "repository" else "l"
+    join = ("" if level == "repository" else
+            " LEFT JOIN {optional:cloud_commits} l"
+            " ON l.repository_slug = c.repository_slug AND l.hash = c.hash")
+    return table, f"""
+            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.hash,
+                   CAST(c.date_local AS DATE), 'author_local', c.is_merge,
+                   {lines}.lines_added, {lines}.lines_deleted
+            FROM {{d}}.{table} c{join}"""
+
+
+def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
+    table = PR_TABLES[level]
+    return table, f"""
+            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.id,
+                   c.state, c.created_at,
+                   CASE WHEN c.state <> 'OPEN' THEN coalesce(c.closed_at, c.updated_at) END,
+                   CASE WHEN c.state = 'OPEN' THEN NULL
+                        WHEN c.closed_at IS NOT NULL THEN 'closed_at' ELSE 'updated_at' END
+            FROM {{d}}.{table} c"""
+
+
+VIEWS: Final[dict[str, ViewParts]] = {
+    "commits": (
+        ("cloud_commits", """
+            SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
+                   hash AS commit_id, author_display_name AS author_name,
+                   NULL::VARCHAR AS author_email, author_uuid AS author_user,
+                   NULL::TIMESTAMPTZ AS authored_at_utc, date_local AS authored_at_local,
+                   lines_added, lines_deleted, is_merge, parent_count
+            FROM {d}.cloud_commits"""),
+    ),
+    "pull_requests": (
+        ("cloud_pull_requests", """
+            SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
+                   id AS pull_request_id, title, state, created_at, updated_at, closed_at,
+                   author_display_name AS author_name, author_uuid AS author_user,
+                   destination_branch AS target_branch, comment_count, task_count,
+                   NULL::BIGINT AS reviewer_count,
+                   CASE WHEN state <> 'OPEN' THEN coalesce(closed_at, updated_at) END
+                       AS resolved_at,
+                   CASE WHEN state = 'OPEN' THEN NULL
+                        WHEN closed_at IS NOT NULL THEN 'closed_at' ELSE 'updated_at' END
+                       AS resolved_at_source
+            FROM {d}.cloud_pull_requests"""),
+    ),
+    "pull_request_statistics": (
+        ("cloud_pull_request_statistics", """
+            SELECT 'cloud' AS edition, level, scope, period, period_start, period_end,
+                   pull_requests, open, merged, declined, superseded
+            FROM {d}.cloud_pull_request_statistics"""),
+    ),
+    "commit_statistics": (
+        ("cloud_commit_change_statistics", """
+            SELECT 'cloud' AS edition, 'repository' AS level, repository_slug AS scope, period,
+                   period_start, period_end, commits, lines_added_total AS lines_added,
+                   lines_deleted_total AS lines_deleted
+            FROM {d}.cloud_commit_change_statistics"""),
+    ),
+    "commits_by_level": tuple(commits_at(level, scope) for level, scope in LEVELS),
+    "pull_requests_by_level": tuple(pull_requests_at(level, scope) for level, scope in LEVELS),
+}
+# lines of the other levels; no lines when the repository level was not read
+OPTIONAL_TABLES: Final = {"cloud_commits": {"repository_slug": "VARCHAR", "hash": "VARCHAR",
+                                            "lines_added": "BIGINT", "lines_deleted": "BIGINT"}}
+
+RECONCILE: Final = ReconcileSpec(
+    commit_statistics="change_statistics",
+    commit_measures=("commits", "lines_added_total"),
+    pr_states=("open", "merged", "declined", "superseded"),
+    statistics=(StatisticsCheck("pull_request_statistics", "scope",
+                                ("pull_requests", "open", "merged", "declined", "superseded")),
+                StatisticsCheck("change_statistics", "repository_slug",
+                                ("commits", "lines_added_total", "lines_deleted_total"), None)),
+)
+
 
 def error_message(body: Any) -> str:
     error = body.get("error") or {}
@@ -216,8 +313,6 @@ CLOUD: Final = EditionSpec(
     default_prefix="/rest/latest",
     since_param="since_date",
     until_param="until_date",
-    page_size_param="pagelen",
-    paginator=NextLinkPaginator,
     error_message=error_message,
     error_rules=ERROR_RULES,
     error_envelope=ERROR_ENVELOPE,
@@ -227,4 +322,13 @@ CLOUD: Final = EditionSpec(
     repository_key=("repository_slug",),
     repository_path=("repository",),
     user_key="uuid",
+    credential_forms=(("token",),),
+    credentials_expected=("the workspace access token, in .dlt/secrets.toml or "
+                          "SOURCES__REPO_ANALYTICS__TOKEN"),
+    needs_workspace=True,
+    reconcile=RECONCILE,
+    views=VIEWS,
+    optional_tables=OPTIONAL_TABLES,
+    demo_levels=("workspace", "repository"),
+    demo_credentials=("token",),
 )

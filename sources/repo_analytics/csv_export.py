@@ -16,17 +16,9 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from .context import ReadContext, Scope, emit, label_of, nullability, table_hints
 from .dates import utc_from_iso, windows
-from .readers import (
-    ReadContext,
-    Scope,
-    bounds,
-    date_params,
-    emit,
-    label_of,
-    nullability,
-    table_hints,
-)
+from .readers import bounds, date_params
 from .tables import Endpoint
 
 BATCH_ROWS: Final = 5_000

@@ -11,39 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
+from .context import ReadContext, Scope, emit, nullability, table_hints
 from .errors import SkippableApiError
-from .readers import ReadContext, Scope, emit, label_of, nullability, table_hints
-from .tables import Column, Endpoint, arrow_type_of, to_arrow
+from .tables import DetailSpec, Endpoint, arrow_type_of, to_arrow
 
 FETCHED_STATE_KEY = "details_fetched"
 PENDING_STATE_KEY = "details_pending"
-
-
-@dataclass(frozen=True)
-class DetailSpec:
-    """GET `path` (with `{id}`) for each item; the list at `list_path` becomes `table`."""
-
-    path: str
-    params: dict[str, str]
-    table: str
-    id_column: str
-    parent_key: tuple[str, ...]  # columns of the list row copied into every detail row
-    time_column: str  # the item's cursor column, for pruning the fetched set
-    list_path: tuple[str, ...]
-    columns: tuple[Column, ...]  # read from each element of the list
-    element_key: str  # the element column completing the primary key (the file path)
-
-    @property
-    def copied(self) -> tuple[str, ...]:
-        """List columns every detail row carries: the key, and the cursor column (dlt's
-        incremental filter reads it on every table the list resource yields)."""
-        return (*self.parent_key, self.time_column)
 
 
 def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
@@ -169,4 +147,4 @@ def prune(state: dict[str, str], ctx: ReadContext) -> None:
         del state[item_id]
 
 
-__all__ = ["DetailSpec", "read_details", "read_pending", "label_of"]
+__all__ = ["DetailSpec", "read_details", "read_pending"]

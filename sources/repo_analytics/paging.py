@@ -1,13 +1,16 @@
 """One paginator per paging scheme, and the one loop that drives them.
 
-A paginator follows dlt core's three-method shape: `init_request` sets the first page's
-parameters, `update_state` reads a page and decides whether there is another, `update_request`
-sets the next page's URL or parameters. Each guards against a page token that repeats.
+A paging scheme (`NextLink`, `StartLimit`) is data an endpoint table names, with the
+edition's parameter and field names; it makes a fresh paginator for each read. A paginator
+follows dlt core's three-method shape: `init_request` sets the first page's parameters,
+`update_state` reads a page and decides whether there is another, `update_request` sets the
+next page's URL or parameters. Each guards against a page token that repeats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
@@ -26,6 +29,42 @@ class Paginator(Protocol):
     def has_next(self) -> bool: ...
 
 
+class Paging(Protocol):
+    """A paging scheme with an edition's names: what an endpoint table names."""
+
+    @property
+    def page_size_param(self) -> str: ...
+    def paginator(self, page_size: int, api_base: str) -> Paginator: ...
+
+
+@dataclass(frozen=True)
+class NextLink:
+    """Pages linked by an absolute URL in each page (`next_key`), items under `items_key`;
+    the first request sets the page size in `page_size_param`."""
+
+    page_size_param: str
+    next_key: str
+    items_key: str
+
+    def paginator(self, page_size: int, api_base: str) -> NextLinkPaginator:
+        return NextLinkPaginator(page_size, api_base, self)
+
+
+@dataclass(frozen=True)
+class StartLimit:
+    """Offset paging: `start_param`/`page_size_param` until the page says `last_page_key`,
+    the next offset in `next_start_key`, items under `items_key`."""
+
+    start_param: str
+    page_size_param: str
+    last_page_key: str
+    next_start_key: str
+    items_key: str
+
+    def paginator(self, page_size: int, api_base: str) -> StartLimitPaginator:
+        return StartLimitPaginator(page_size, self)
+
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -40,9 +79,9 @@ def has_dot_segments(path: str) -> bool:
 
 
 class NextLinkPaginator:
-    """Cloud edition: follow the absolute `next` link while there is one.
+    """Follow the absolute next link while there is one (the cloud edition's scheme).
 
-    Sample page: `{"values": [...], "page": 2, "pagelen": 500,
+    Sample page (cloud names): `{"values": [...], "page": 2, "pagelen": 500,
     "next": "https://host/rest/latest/workspace/w/commits?page=3&pagelen=500",
     "previous": "https://host/rest/latest/workspace/w/commits?page=1&pagelen=500"}`
 
@@ -50,8 +89,9 @@ class NextLinkPaginator:
     prefix: the session's credentials go nowhere else.
     """
 
-    def __init__(self, page_size: int, api_base: str) -> None:
+    def __init__(self, page_size: int, api_base: str, scheme: NextLink) -> None:
         self.page_size = page_size
+        self.scheme = scheme
         self.api_base = api_base.rstrip("/")
         self._base = urlsplit(self.api_base)
         self._next: str | None = None
@@ -59,10 +99,10 @@ class NextLinkPaginator:
         self.has_next = False
 
     def init_request(self, params: dict[str, Any]) -> None:
-        params["pagelen"] = self.page_size
+        params[self.scheme.page_size_param] = self.page_size
 
     def update_state(self, body: Any) -> None:
-        link = body.get("next") if isinstance(body, dict) else None
+        link = body.get(self.scheme.next_key) if isinstance(body, dict) else None
         self.has_next = bool(link)
         if not link:
             return
@@ -93,48 +133,49 @@ class NextLinkPaginator:
         params.update(parse_qsl(urlsplit(link).query, keep_blank_values=True))
         return link.split("?", 1)[0]
 
-    @staticmethod
-    def items(body: Any) -> list[Any]:
-        return list(body.get("values") or ())
+    def items(self, body: Any) -> list[Any]:
+        return list(body.get(self.scheme.items_key) or ())
 
 
 class StartLimitPaginator:
-    """Self-hosted edition: `start`/`limit` offsets until `isLastPage`.
+    """Offsets until the last page (the self-hosted edition's scheme).
 
-    Sample page: `{"values": [...], "size": 1000, "limit": 1000, "isLastPage": false,
-    "start": 0, "nextPageStart": 1000}`
+    Sample page (self-hosted names): `{"values": [...], "size": 1000, "limit": 1000,
+    "isLastPage": false, "start": 0, "nextPageStart": 1000}`
     """
 
-    def __init__(self, page_size: int, api_base: str = "") -> None:
+    def __init__(self, page_size: int, scheme: StartLimit) -> None:
         self.page_size = page_size
+        self.scheme = scheme
         self._next_start: int | None = None
         self._last_start = -1
         self.has_next = False
 
     def init_request(self, params: dict[str, Any]) -> None:
-        params["start"] = self._last_start = 0  # the next start must pass the first page's
-        params["limit"] = self.page_size
+        # the next start must pass the first page's
+        params[self.scheme.start_param] = self._last_start = 0
+        params[self.scheme.page_size_param] = self.page_size
 
     def update_state(self, body: Any) -> None:
-        self.has_next = not body.get("isLastPage", True)
+        self.has_next = not body.get(self.scheme.last_page_key, True)
         if not self.has_next:
             return
-        start = body.get("nextPageStart")
+        start = body.get(self.scheme.next_start_key)
         if not isinstance(start, int) or start <= self._last_start:
-            raise FatalApiError("repeating_page", f"the host sent nextPageStart={start!r} "
-                                f"after start={self._last_start}; stopping instead of looping")
+            raise FatalApiError("repeating_page", f"the host sent {self.scheme.next_start_key}="
+                                f"{start!r} after {self.scheme.start_param}={self._last_start}; "
+                                "stopping instead of looping")
         self._last_start = start
         self._next_start = start
 
     def update_request(self, params: dict[str, Any]) -> str | None:
         if self._next_start is None:
             return None
-        params["start"], self._next_start = self._next_start, None
+        params[self.scheme.start_param], self._next_start = self._next_start, None
         return ""  # same path
 
-    @staticmethod
-    def items(body: Any) -> list[Any]:
-        return list(body.get("values") or ())
+    def items(self, body: Any) -> list[Any]:
+        return list(body.get(self.scheme.items_key) or ())
 
 
 def pages(client: ApiClient, paginator: Paginator, path: str,

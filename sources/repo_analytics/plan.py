@@ -31,10 +31,10 @@ from .config import (
     user_fields,
 )
 from .dates import parse_user_instant
+from .editions import edition_spec
 from .errors import ConfigError
 from .settings import (
     DEFAULT_START_DAYS,
-    EDITIONS,
     NAIVE_DATE_SLACK_HOURS,
     RETRY_HIGHEST,
     STATISTICS_PERIODS,
@@ -248,7 +248,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
                now: datetime | None = None) -> RunPlan:
     """Validate config values (resolved by `resolve_settings`, or any mapping: a missing key
     takes the spec's default) into a plan; the first bad value raises `ConfigError`."""
-    one_of("edition", edition.name, EDITIONS)
+    edition_spec(edition.name)  # a registered edition
     base_url = str(values.get("base_url") or "")
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -258,7 +258,7 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
     if not prefix.startswith("/"):
         raise ConfigError("api_prefix", prefix, "a path starting with /")
     workspace = values.get("workspace")
-    if edition.name == "cloud" and not workspace:
+    if edition.needs_workspace and not workspace:
         raise ConfigError("workspace", workspace or "(empty)", "the workspace slug of the token")
     all_levels = tuple(dict.fromkeys(e.level for e in edition.endpoints))
     levels = name_list("levels", values.get("levels"), all_levels) or all_levels
@@ -297,22 +297,13 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         merge_strategy=one_of("merge_strategy", values.get("merge_strategy") or "delete-insert",
                               ("delete-insert", "upsert")),
         client=client,
-        credentials=check_credentials(edition.name, values),
+        credentials=check_credentials(edition, values),
     )
 
 
-def check_credentials(edition: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    token, username, password = (values.get("token"), values.get("username"),
-                                 values.get("password"))
-    if edition == "cloud":
-        if not token:
-            raise ConfigError("token", "(empty)", "the workspace access token, in "
-                              ".dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN")
-        return {"token": token}
-    if token:
-        return {"token": token}
-    if username and password:
-        return {"username": username, "password": password}
-    raise ConfigError("token", "(empty)", "a token, or a username and password, in "
-                      ".dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN / __USERNAME / "
-                      "__PASSWORD")
+def check_credentials(edition: EditionSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The first of the edition's credential forms whose settings are all set."""
+    for form in edition.credential_forms:
+        if all(values.get(name) for name in form):
+            return {name: values[name] for name in form}
+    raise ConfigError("token", "(empty)", edition.credentials_expected)

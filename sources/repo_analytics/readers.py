@@ -6,77 +6,34 @@ entries (the scope is skipped, the run goes on) and let fatal ones end the run.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Generator, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
-import dlt
 import pyarrow as pa
-import pyarrow.compute as pc
 from dlt.common import logger
 
-from .client import Answer, ApiClient
+from .client import Answer
+from .context import (
+    SCHEMA_CONTRACT,
+    Batch,
+    ReadContext,
+    Scope,
+    emit,
+    label_of,
+    nullability,
+    table_hints,
+)
 from .dates import period_floor, period_next, periods, wire
+from .details import read_details
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
-from .plan import RunPlan
-from .report import RunReport
 from .tables import REMOVED, Endpoint, child_rows, to_arrow
 
-# Types are frozen (BI never sees a variant column); new columns may arrive (a new release
-# of this package, a host's CSV header growing) without breaking existing installations.
-SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "evolve", "data_type": "freeze"}
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Where an endpoint is read: its level, a stable key, and the values for its path."""
-
-    level: str
-    key: str
-    path_values: Mapping[str, str]
-    context: Mapping[str, Any] = field(default_factory=dict)
-    # this scope's part of the reading resource's state (its cursor, fetched details); set
-    # per endpoint when the resource reads the scope
-    state: MutableMapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    def path(self, template: str) -> str:
-        return template.format(**{k: quote(v, safe="") for k, v in self.path_values.items()})
-
-
-@dataclass
-class ReadContext:
-    """What every reader of one run shares."""
-
-    plan: RunPlan
-    client: ApiClient
-    report: RunReport
-    working_paths: dict[str, str] = field(default_factory=dict)
-    directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
-    # natural keys yielded so far in this run, per table (see `emit`)
-    emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Rows for one table with that table's hints: what the readers yield. The resource
-    hands the hints to dlt once per table (`source_items`), not with every page."""
-
-    table: pa.Table
-    hints: Any
-
-    @property
-    def table_name(self) -> str:
-        return str(self.hints["table_name"])
-
-
-def label_of(endpoint: Endpoint, scope: Scope) -> str:
-    return f"{endpoint.name}:{scope.key}"
-
+__all__ = [  # the shared names are re-exported: readers are what the source imports
+    "SCHEMA_CONTRACT", "Batch", "ReadContext", "Scope", "emit", "label_of", "nullability",
+    "table_hints", "read_list", "read_statistics", "read_directory", "skipping",
+]
 
 def bounds(ctx: ReadContext, endpoint: Endpoint, last_value: Any) -> tuple[datetime, datetime]:
     """[since, until) for this read: the cursor minus the look-back, never before the start."""
@@ -116,54 +73,6 @@ def get_first_working(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
     raise error
 
 
-def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
-                columns: dict[str, Any], merge_key: tuple[str, ...] = ()) -> Any:
-    """Hints for one table of a resource's output; each table gets its own variant.
-
-    `merge_key` (delete-insert only) makes a re-read key replace every row it had: a
-    parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
-    filesystem) upsert by primary key instead, without that replacement.
-    """
-    strategy = ctx.plan.merge_strategy
-    hints = dlt.mark.make_hints(
-        table_name=table, primary_key=list(primary_key),
-        write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
-        columns=columns, schema_contract=SCHEMA_CONTRACT)
-    if merge_key and strategy == "delete-insert":
-        hints["merge_key"] = list(merge_key)
-    return hints
-
-
-def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
-    """`table` with its hints, less the rows that must not reach the destination twice.
-
-    Each natural key is yielded once per run: several levels read the same commit (one set
-    of child rows, not one per level), a statistics period can be read by its resource and by
-    the refresh, and an item can shift across pages while a list is read. A load whose rows
-    repeat a key fails on Delta tables (`MERGE matched a target row with multiple source
-    rows`) and depends on dlt's de-duplication elsewhere. The first copy is kept: a later
-    change is the next run's (its look-back reads it again).
-
-    Where the destination upserts (Delta tables), hard-delete marker rows are dropped: a Delta
-    table stores them on its first load, and an emptied list is pruned after the load instead
-    (`pipelines/lake.py`).
-    """
-    name = hints["table_name"]
-    if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
-        table = table.filter(pc.invert(table.column(REMOVED)))
-    key_columns = [table.column(c).to_pylist() for c in hints["primary_key"]]
-    with ctx.lock:
-        seen = ctx.emitted.setdefault(name, set())
-        keep = []
-        for key in zip(*key_columns, strict=True):
-            keep.append(key not in seen)
-            seen.add(key)
-    if not all(keep):
-        table = table.filter(pa.array(keep, type=pa.bool_()))
-    if table.num_rows:
-        yield Batch(table, hints)
-
-
 def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
                   scope: Scope) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints."""
@@ -177,28 +86,12 @@ def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
                             merge_key=child.parent_key)
         yield from emit(ctx, rows, hints)
     if endpoint.details is not None and ctx.plan.with_files:
-        yield from fetch_details(ctx, endpoint.details, table, scope)
+        yield from read_details(ctx, endpoint.details, table, scope)
 
 
 def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Iterator[Any]:
     yield from emit(ctx, table, table_hints(
         ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)))
-
-
-def nullability(schema: pa.Schema) -> dict[str, Any]:
-    """Column hints from an Arrow schema; zone-less timestamps stay zone-less in the table."""
-    hints: dict[str, Any] = {f.name: {"nullable": f.nullable} for f in schema}
-    for f in schema:
-        if pa.types.is_timestamp(f.type) and f.type.tz is None:
-            hints[f.name].update(data_type="timestamp", timezone=False)
-    return hints
-
-
-def fetch_details(ctx: ReadContext, spec: Any, table: pa.Table,
-                  scope: Scope) -> Iterator[Any]:
-    from .details import read_details
-
-    yield from read_details(ctx, spec, table, scope)
 
 
 def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
@@ -220,11 +113,20 @@ def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         yield from read_pages(ctx, endpoint, scope, params, page_size)
 
 
+def endpoint_pages(ctx: ReadContext, endpoint: Endpoint, path: str, params: Mapping[str, Any],
+                   page_size: int, label: str) -> Iterator[list[Any]]:
+    """Every page's items of a paged list, with the paging scheme its endpoint names."""
+    if endpoint.paging is None:
+        raise ValueError(f"`{endpoint.name}` is not a paged list: its endpoint names no paging")
+    paginator = endpoint.paging.paginator(page_size, ctx.plan.api_base)
+    yield from pages(ctx.client, paginator, path, params, label)
+
+
 def read_pages(ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: dict[str, Any],
                page_size: int) -> Iterator[Any]:
     label = label_of(endpoint, scope)
-    paginator = ctx.plan.edition.paginator(page_size, ctx.plan.api_base)
-    for items in pages(ctx.client, paginator, scope.path(endpoint.path), params, label):
+    for items in endpoint_pages(ctx, endpoint, scope.path(endpoint.path), params, page_size,
+                                label):
         if items:
             ctx.report.count_rows(label, len(items))
             yield from with_children(ctx, endpoint, items, scope)

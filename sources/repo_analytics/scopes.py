@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from .context import ReadContext, Scope
 from .dates import wire
-from .paging import pages
-from .readers import ReadContext, Scope, directory_items
+from .readers import directory_items, endpoint_pages
 from .tables import Endpoint, to_arrow
 
 
@@ -60,15 +60,14 @@ def discover(ctx: ReadContext, since: datetime, until: datetime | None = None) -
     families = [r for r in ("commits", "pull_requests") if r in plan.resources] or ["commits"]
     for resource in families:
         endpoint = endpoint_for(ctx, resource, spec.top_level)
-        if endpoint is None or endpoint.page_size is None:
+        if endpoint is None or endpoint.paging is None or endpoint.page_size is None:
             continue
         params = {**endpoint.params, spec.since_param: wire(since),
                   spec.until_param: wire(until or plan.until)}
-        paginator = spec.paginator(endpoint.page_size, plan.api_base)
         wanted = set(spec.repository_key) | set(spec.user_columns)
         key_columns = [c for c in endpoint.columns if c.name in wanted]
-        for items in pages(ctx.client, paginator, top.path(endpoint.path), params,
-                           f"discovery.{endpoint.name}"):
+        for items in endpoint_pages(ctx, endpoint, top.path(endpoint.path), params,
+                                    endpoint.page_size, f"discovery.{endpoint.name}"):
             table = to_arrow(items, key_columns, {})
             found.repositories.update(zip(*(table.column(name).to_pylist()
                                             for name in spec.repository_key), strict=True))

@@ -10,15 +10,18 @@ from typing import Any, Final
 import pyarrow as pa
 
 from .dates import utc_from_epoch_ms, utc_from_iso
-from .details import DetailSpec
-from .paging import StartLimitPaginator
+from .paging import StartLimit
 from .tables import (
     ChildTable,
     Column,
+    DetailSpec,
     EditionSpec,
     Endpoint,
     ErrorEnvelope,
     ErrorRule,
+    ReconcileSpec,
+    StatisticsCheck,
+    ViewParts,
     column,
     count_of,
     is_merge,
@@ -30,6 +33,9 @@ INT: Final = pa.int64()
 BOOL: Final = pa.bool_()
 MAX_COMMITS: Final = 1000
 MAX_PULL_REQUESTS: Final = 500
+PAGING: Final = StartLimit(start_param="start", page_size_param="limit",
+                           last_page_key="isLastPage", next_start_key="nextPageStart",
+                           items_key="values")
 
 LEVEL_PATHS: Final = {
     "global": "",
@@ -159,12 +165,13 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
     return (
         Endpoint("commits", level, "list", f"{prefix}/commits", f"server_commits{suffix}",
                  (*user_key, *COMMIT_KEY), (*extra, *COMMIT_COLUMNS), (PARENTS,),
-                 cursor="author_timestamp", params=COMMIT_LIST_PARAMS, page_size=MAX_COMMITS),
+                 cursor="author_timestamp", params=COMMIT_LIST_PARAMS, page_size=MAX_COMMITS,
+                 paging=PAGING),
         Endpoint("pull_requests", level, "list", f"{prefix}/pull-requests",
                  f"server_pull_requests{suffix}", (*user_key, *PR_KEY),
                  (*extra, *PULL_REQUEST_COLUMNS), (REVIEWERS, PARTICIPANTS),
                  cursor="updated_at", params=PR_LIST_PARAMS, page_size=MAX_PULL_REQUESTS,
-                 refreshes=PR_STATISTICS_BY_CREATION),
+                 paging=PAGING, refreshes=PR_STATISTICS_BY_CREATION),
         Endpoint("commit_statistics", level, "statistics", f"{prefix}/commits/statistics",
                  "server_commit_statistics", (*STATISTICS_KEY, "merges"),
                  COMMIT_STATISTICS_COLUMNS, cursor="period_end", params={"merges": "include"}),
@@ -231,6 +238,108 @@ ERROR_RULES: Final = (
 # The error body shared by all errors, also when it comes with 200: never data.
 ERROR_ENVELOPE: Final = ErrorEnvelope("errors")
 
+# The canonical views (pipelines/views.py): this edition's SELECT of each view's columns.
+# The list tables of every level, in one shape: scope keys are the statistics tables' own
+# (`KEY/slug`, user slug, project key); the top level's is NULL (one per host).
+# (level, scope expression over the level's list table `c`)
+LEVELS: Final = (("global", "NULL::VARCHAR"), ("project", "c.project_key"),
+                        ("repository", "c.project_key || '/' || c.repository_slug"),
+                        ("user", "c.read_for_user"))
+SUFFIX: Final = {"global": "_global", "project": "_project", "repository": "",
+                        "user": "_user"}
+
+
+def commits_at(level: str, scope: str) -> tuple[str, str]:
+    """Self-hosted commits of one level; the day of the UTC instant, whatever the session's
+    TimeZone. The user level holds commits under the user's alias e-mails too."""
+    table = f"server_commits{SUFFIX[level]}"
+    return table, f"""
+            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
+                   CAST(timezone('UTC', c.author_timestamp) AS DATE), 'utc', c.is_merge,
+                   c.lines_added, c.lines_deleted
+            FROM {{d}}.{table} c"""
+
+
+def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
+    """Resolution times as the `pull_requests` view has them: the CSV export's time to
+    resolve (the latest export row of the pull request, of any level), else updated_at."""
+    table = f"server_pull_requests{SUFFIX[level]}"
+    return table, f"""
+            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
+                   c.state, c.created_at,
+                   CASE WHEN c.state <> 'OPEN' THEN coalesce(c.csv_resolved_at, c.updated_at) END,
+                   CASE WHEN c.state = 'OPEN' THEN NULL
+                        WHEN c.csv_resolved_at IS NOT NULL THEN 'csv_time_to_resolve'
+                        ELSE 'updated_at' END
+            FROM (SELECT j.*, j.created_at + to_seconds(x.seconds) AS csv_resolved_at
+                  FROM {{d}}.{table} j
+                  LEFT JOIN (SELECT project, repository, pull_request_id,
+                                    max_by(time_to_resolve_s, last_updated_date) AS seconds
+                             FROM {{optional:server_pull_request_exports}} GROUP BY ALL) x
+                    ON x.project = j.project_name AND x.repository = j.repository_name
+                   AND x.pull_request_id = j.id) c"""
+
+
+VIEWS: Final[dict[str, ViewParts]] = {
+    "commits": (
+        ("server_commits", """
+            SELECT 'server', project_key, repository_slug, id, author_display_name,
+                   author_email, user_name, author_timestamp, NULL::TIMESTAMP,
+                   lines_added, lines_deleted, is_merge, parent_count
+            FROM {d}.server_commits"""),
+    ),
+    "pull_requests": (
+        # No closed date in the JSON, and updatedDate moves on after closing: the CSV
+        # export's `Time to resolve (s)` (latest export row of the pull request) when loaded.
+        ("server_pull_requests", """
+            SELECT 'server', p.project_key, p.repository_slug, p.id, p.title, p.state,
+                   p.created_at, p.updated_at, NULL::TIMESTAMPTZ, p.author_display_name,
+                   p.author_user_name, p.to_branch, NULL::BIGINT, NULL::BIGINT,
+                   (SELECT count(*) FROM {d}.server_pull_request_reviewers r
+                    WHERE r.project_key = p.project_key AND r.repository_slug = p.repository_slug
+                      AND r.id = p.id),
+                   CASE WHEN p.state <> 'OPEN' THEN coalesce(p.csv_resolved_at, p.updated_at) END,
+                   CASE WHEN p.state = 'OPEN' THEN NULL
+                        WHEN p.csv_resolved_at IS NOT NULL THEN 'csv_time_to_resolve'
+                        ELSE 'updated_at' END
+            FROM (SELECT j.*, j.created_at + to_seconds(x.seconds) AS csv_resolved_at
+                  FROM {d}.server_pull_requests j
+                  LEFT JOIN (SELECT project, repository, pull_request_id,
+                                    max_by(time_to_resolve_s, last_updated_date) AS seconds
+                             FROM {optional:server_pull_request_exports} GROUP BY ALL) x
+                    ON x.project = j.project_name AND x.repository = j.repository_name
+                   AND x.pull_request_id = j.id) p"""),
+    ),
+    "pull_request_statistics": (
+        ("server_pull_request_statistics", """
+            SELECT 'server', level, scope, period, period_start, period_end,
+                   pull_requests, open, merged, declined, NULL::BIGINT
+            FROM {d}.server_pull_request_statistics"""),
+    ),
+    "commit_statistics": (
+        ("server_commit_statistics", """
+            SELECT 'server', level, scope, period, period_start, period_end, commits,
+                   lines_added, lines_deleted
+            FROM {d}.server_commit_statistics"""),
+    ),
+    "commits_by_level": tuple(commits_at(level, scope) for level, scope in LEVELS),
+    "pull_requests_by_level": tuple(pull_requests_at(level, scope) for level, scope in LEVELS),
+}
+# the CSV export's header is not published: used only when it had these columns
+OPTIONAL_TABLES: Final = {"server_pull_request_exports": {
+    "project": "VARCHAR", "repository": "VARCHAR", "pull_request_id": "BIGINT",
+    "last_updated_date": "TIMESTAMPTZ", "time_to_resolve_s": "BIGINT"}}
+
+RECONCILE: Final = ReconcileSpec(
+    commit_statistics="commit_statistics",
+    commit_measures=("commits", "lines_added"),
+    pr_states=("open", "merged", "declined"),
+    statistics=(StatisticsCheck("pull_request_statistics", "scope",
+                                ("pull_requests", "open", "merged", "declined")),
+                StatisticsCheck("commit_statistics", "scope",
+                                ("commits", "lines_added", "lines_deleted"))),
+)
+
 
 def error_message(body: Any) -> str:
     errors = body.get("errors") or [{}]
@@ -250,8 +359,6 @@ SERVER: Final = EditionSpec(
     default_prefix="/rest/analytics-api/latest",
     since_param="sinceDate",
     until_param="untilDate",
-    page_size_param="limit",
-    paginator=StartLimitPaginator,
     error_message=error_message,
     error_rules=ERROR_RULES,
     error_envelope=ERROR_ENVELOPE,
@@ -262,4 +369,12 @@ SERVER: Final = EditionSpec(
     repository_path=("project", "repository"),
     user_key="user_name",
     user_columns=("user_name", "author_user_name"),
+    credential_forms=(("token",), ("username", "password")),
+    credentials_expected=("a token, or a username and password, in .dlt/secrets.toml or "
+                          "SOURCES__REPO_ANALYTICS__TOKEN / __USERNAME / __PASSWORD"),
+    reconcile=RECONCILE,
+    views=VIEWS,
+    optional_tables=OPTIONAL_TABLES,
+    demo_levels=("global", "repository"),
+    demo_credentials=("username", "password"),
 )

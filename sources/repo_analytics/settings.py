@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Final
 
-EDITIONS: Final = ("cloud", "server")
-
 RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 
 DEFAULT_LOOKBACK_DAYS: Final = 3

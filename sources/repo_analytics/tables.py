@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 import pyarrow as pa
 
-from .paging import Paginator
+from .paging import Paging
 
 Context = Mapping[str, Any]
 Outcome = Literal["fatal", "skip", "retry_then_skip"]
@@ -114,6 +114,27 @@ class ErrorEnvelope:
 
 
 @dataclass(frozen=True)
+class DetailSpec:
+    """GET `path` (with `{id}`) for each item; the list at `list_path` becomes `table`."""
+
+    path: str
+    params: dict[str, str]
+    table: str
+    id_column: str
+    parent_key: tuple[str, ...]  # columns of the list row copied into every detail row
+    time_column: str  # the item's cursor column, for pruning the fetched set
+    list_path: tuple[str, ...]
+    columns: tuple[Column, ...]  # read from each element of the list
+    element_key: str  # the element column completing the primary key (the file path)
+
+    @property
+    def copied(self) -> tuple[str, ...]:
+        """List columns every detail row carries: the key, and the cursor column (dlt's
+        incremental filter reads it on every table the list resource yields)."""
+        return (*self.parent_key, self.time_column)
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """One endpoint of an edition at one level, as data."""
 
@@ -129,6 +150,7 @@ class Endpoint:
     cursor_naive: bool = False  # the cursor column is a zone-less local time
     params: Mapping[str, str] = field(default_factory=dict)
     page_size: int | None = None  # the maximum page size; None for unpaged answers
+    paging: Paging | None = None  # the paging scheme of a paged list, with its names
     alt_paths: tuple[str, ...] = ()  # tried in order when the path answers an HTML 404
     dated: bool = True  # requests carry since and until bounds
     # On a skip of this kind, drop these parameters and read again (noted in the report):
@@ -143,11 +165,36 @@ class Endpoint:
     # than the statistics' own look-back are read again.
     refreshes: tuple[str, str] | None = None
     csv_key: tuple[str, ...] = ()  # CSV exports: normalised header names of the natural key
-    details: Any = None  # a details.DetailSpec: per-item requests (opt-in with_files)
+    details: DetailSpec | None = None  # per-item requests (opt-in with_files)
 
     @property
     def name(self) -> str:
         return f"{self.resource}.{self.level}"
+
+
+@dataclass(frozen=True)
+class StatisticsCheck:
+    """A repository-level statistics table, compared row by row with the API. The table, its
+    request and the JSON path of each measure come from the edition's endpoint table."""
+
+    resource: str  # the statistics resource family
+    scope_column: str  # the column holding the repository's scope key (`KEY/slug`, `slug`)
+    measures: tuple[str, ...]  # the columns compared
+    level_column: str | None = "level"  # None: a table of the repository level only
+
+
+@dataclass(frozen=True)
+class ReconcileSpec:
+    """What the reconciliation compares with the API's statistics. The tables, their time
+    columns, the requests and the JSON paths come from the repository-level endpoints."""
+
+    commit_statistics: str  # resource family of the repository-level commit statistics
+    commit_measures: tuple[str, str]  # its columns of the commit count and the lines added
+    pr_states: tuple[str, ...]  # pull-request statistics columns, one per (lower-case) state
+    statistics: tuple[StatisticsCheck, ...] = ()
+
+
+ViewParts = tuple[tuple[str, str], ...]  # (table that must exist, SELECT of the view's columns)
 
 
 @dataclass(frozen=True)
@@ -158,8 +205,6 @@ class EditionSpec:
     default_prefix: str
     since_param: str
     until_param: str
-    page_size_param: str
-    paginator: Callable[[int, str], Paginator]  # (page size, API base URL)
     error_message: Callable[[Any], str]
     error_rules: tuple[ErrorRule, ...]
     error_envelope: ErrorEnvelope  # an answer with this body is an error, never data
@@ -170,6 +215,21 @@ class EditionSpec:
     repository_path: tuple[str, ...]  # the path placeholders they fill, in the same order
     user_key: str  # the column of the user directory that names a user in paths
     user_columns: tuple[str, ...] = ()  # list columns naming users, without a user directory
+    # Accepted credentials: the first form whose settings are all set is used; the message
+    # says what is expected when none is.
+    credential_forms: tuple[tuple[str, ...], ...] = (("token",),)
+    credentials_expected: str = ("a token, in .dlt/secrets.toml or "
+                                 "SOURCES__REPO_ANALYTICS__TOKEN")
+    needs_workspace: bool = False  # paths name a workspace: the `workspace` setting is required
+    reconcile: ReconcileSpec | None = None  # None: nothing to reconcile with
+    # The canonical views (pipelines/views.py): view -> this edition's SELECTs; and the
+    # tables read through `{optional:name}`, with the columns and types they must have.
+    views: Mapping[str, ViewParts] = field(default_factory=dict)
+    optional_tables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The demo and `sim`'s load command against a simulated host of this edition: its
+    # levels, and the credential form (the simulator's settings of the same names).
+    demo_levels: tuple[str, ...] = ()
+    demo_credentials: tuple[str, ...] = ("token",)
 
 
 def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:

@@ -462,16 +462,20 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Simulator, 
 
 
 def test_cli_clean_run_exits_0_with_a_summary(host: tuple[Simulator, Path, Any]) -> None:
-    """Exit 0, a summary line and the report's path, the truth loaded, no token stored."""
+    """Exit 0, a summary line, the pipeline's folder and the report's path, the truth loaded,
+    no token stored."""
     sim, path, done = host
     assert done.returncode == 0, done.stderr
     summary = done.stdout.strip().splitlines()
-    assert len(summary) == 3
+    assert len(summary) == 4
+    assert summary[1] == (
+        f"pipeline repo_analytics in {path / 'pipelines'} (inspect it: dlt pipeline "
+        f"--pipelines-dir {path / 'pipelines'} repo_analytics info | trace | show)")
     # a workspace-level run has no repository-level rows to reconcile, and says so
-    assert summary[1] == ("reconciliation with the API's statistics: not run (the run read no "
+    assert summary[2] == ("reconciliation with the API's statistics: not run (the run read no "
                           "repository-level commits, pull requests or statistics into this "
                           "dataset)")
-    assert summary[2] == f"run report: {path / 'data.report.json'}"
+    assert summary[3] == f"run report: {path / 'data.report.json'}"
     assert (path / "data.report.json").is_file()
     assert summary[0].startswith("load ok: ") and "0 retries" in summary[0]
     assert summary[0].endswith("0 skipped scopes")

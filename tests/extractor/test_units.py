@@ -24,11 +24,12 @@ from sources.repo_analytics.cloud import (
     PULL_REQUEST_COLUMNS,
     USER_KEY,
 )
+from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
-from sources.repo_analytics.paging import NextLinkPaginator, StartLimitPaginator
 from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.server import PAGING as SERVER_PAGING
 from sources.repo_analytics.tables import child_rows, to_arrow
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -310,7 +311,7 @@ def cloud_page(next_link: str | None, values: list[Any] | None = None) -> dict[s
 
 def test_next_link_paginator_follows_links() -> None:
     """pagelen on the first request; then the link's own URL and parameters; stop at no link."""
-    paginator = NextLinkPaginator(2, BASE + "/")
+    paginator = CLOUD_PAGING.paginator(2, BASE + "/")
     params: dict[str, Any] = {"order": "oldest"}
     paginator.init_request(params)
     assert params == {"order": "oldest", "pagelen": 2}
@@ -323,13 +324,13 @@ def test_next_link_paginator_follows_links() -> None:
     paginator.update_state(cloud_page(None, [{"hash": "b"}]))
     assert not paginator.has_next
     assert paginator.update_request(params) is None
-    assert NextLinkPaginator.items(cloud_page(None, [{"hash": "b"}])) == [{"hash": "b"}]
-    assert NextLinkPaginator.items({"page": 1}) == []
+    assert paginator.items(cloud_page(None, [{"hash": "b"}])) == [{"hash": "b"}]
+    assert paginator.items({"page": 1}) == []
 
 
 def test_next_link_with_explicit_default_port_is_same_origin() -> None:
     """`https://host:443/` is the same origin as `https://host/`."""
-    paginator = NextLinkPaginator(2, BASE)
+    paginator = CLOUD_PAGING.paginator(2, BASE)
     paginator.update_state(cloud_page("https://host.example:443/rest/latest/x?page=2"))
     assert paginator.has_next
 
@@ -354,7 +355,7 @@ UNSAFE_LINKS = [
 @pytest.mark.parametrize("link", UNSAFE_LINKS)
 def test_next_link_paginator_refuses_other_origins_and_paths(link: str) -> None:
     """Another host, port or scheme, or a path outside the prefix: UnsafeLinkError, not followed."""
-    paginator = NextLinkPaginator(2, BASE)
+    paginator = CLOUD_PAGING.paginator(2, BASE)
     with pytest.raises(UnsafeLinkError) as caught:
         paginator.update_state(cloud_page(link))
     assert caught.value.kind == "unsafe_link"
@@ -365,7 +366,7 @@ def test_next_link_paginator_refuses_other_origins_and_paths(link: str) -> None:
 
 def test_next_link_paginator_refuses_a_repeating_link() -> None:
     """The same next link twice: a fatal error instead of a loop."""
-    paginator = NextLinkPaginator(2, BASE)
+    paginator = CLOUD_PAGING.paginator(2, BASE)
     link = f"{PAGES}?page=2&pagelen=2"
     paginator.update_state(cloud_page(link))
     paginator.update_request({})
@@ -377,7 +378,7 @@ def test_next_link_paginator_refuses_a_repeating_link() -> None:
 
 def test_start_limit_paginator_pages_until_last() -> None:
     """start/limit from 0; nextPageStart while isLastPage is false; stop at isLastPage."""
-    paginator = StartLimitPaginator(25)
+    paginator = SERVER_PAGING.paginator(25, BASE)
     params: dict[str, Any] = {}
     paginator.init_request(params)
     assert params == {"start": 0, "limit": 25}
@@ -388,7 +389,7 @@ def test_start_limit_paginator_pages_until_last() -> None:
     paginator.update_state({"values": [1], "isLastPage": True, "start": 25})
     assert not paginator.has_next
     assert paginator.update_request(params) is None
-    assert StartLimitPaginator.items({"values": [1, 2]}) == [1, 2]
+    assert paginator.items({"values": [1, 2]}) == [1, 2]
 
 
 @pytest.mark.parametrize("pages", [
@@ -400,7 +401,7 @@ def test_start_limit_paginator_pages_until_last() -> None:
 ], ids=["first-page-zero", "repeat", "backwards", "string", "missing"])
 def test_start_limit_paginator_refuses_non_advancing_start(pages: list[Any]) -> None:
     """A nextPageStart that does not move forward is a fatal error, never a loop."""
-    paginator = StartLimitPaginator(25)
+    paginator = SERVER_PAGING.paginator(25, BASE)
     params: dict[str, Any] = {}
     paginator.init_request(params)
     *good, bad = pages

@@ -1,0 +1,127 @@
+"""What every reader of one run shares: the run's context, the scope read, and the rows
+handed to dlt with their table hints."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import dlt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .client import ApiClient
+from .plan import RunPlan
+from .report import RunReport
+from .tables import REMOVED, Endpoint
+
+# Types are frozen (BI never sees a variant column); new columns may arrive (a new release
+# of this package, a host's CSV header growing) without breaking existing installations.
+SCHEMA_CONTRACT: Any = {"tables": "evolve", "columns": "evolve", "data_type": "freeze"}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where an endpoint is read: its level, a stable key, and the values for its path."""
+
+    level: str
+    key: str
+    path_values: Mapping[str, str]
+    context: Mapping[str, Any] = field(default_factory=dict)
+    # this scope's part of the reading resource's state (its cursor, fetched details); set
+    # per endpoint when the resource reads the scope
+    state: MutableMapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def path(self, template: str) -> str:
+        return template.format(**{k: quote(v, safe="") for k, v in self.path_values.items()})
+
+
+@dataclass
+class ReadContext:
+    """What every reader of one run shares."""
+
+    plan: RunPlan
+    client: ApiClient
+    report: RunReport
+    working_paths: dict[str, str] = field(default_factory=dict)
+    directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
+    # natural keys yielded so far in this run, per table (see `emit`)
+    emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows for one table with that table's hints: what the readers yield. The resource
+    hands the hints to dlt once per table (`source_items`), not with every page."""
+
+    table: pa.Table
+    hints: Any
+
+    @property
+    def table_name(self) -> str:
+        return str(self.hints["table_name"])
+
+
+def label_of(endpoint: Endpoint, scope: Scope) -> str:
+    return f"{endpoint.name}:{scope.key}"
+
+
+def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
+                columns: dict[str, Any], merge_key: tuple[str, ...] = ()) -> Any:
+    """Hints for one table of a resource's output; each table gets its own variant.
+
+    `merge_key` (delete-insert only) makes a re-read key replace every row it had: a
+    parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
+    filesystem) upsert by primary key instead, without that replacement.
+    """
+    strategy = ctx.plan.merge_strategy
+    hints = dlt.mark.make_hints(
+        table_name=table, primary_key=list(primary_key),
+        write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
+        columns=columns, schema_contract=SCHEMA_CONTRACT)
+    if merge_key and strategy == "delete-insert":
+        hints["merge_key"] = list(merge_key)
+    return hints
+
+
+def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
+    """`table` with its hints, less the rows that must not reach the destination twice.
+
+    Each natural key is yielded once per run: several levels read the same commit (one set
+    of child rows, not one per level), a statistics period can be read by its resource and by
+    the refresh, and an item can shift across pages while a list is read. A load whose rows
+    repeat a key fails on Delta tables (`MERGE matched a target row with multiple source
+    rows`) and depends on dlt's de-duplication elsewhere. The first copy is kept: a later
+    change is the next run's (its look-back reads it again).
+
+    Where the destination upserts (Delta tables), hard-delete marker rows are dropped: a Delta
+    table stores them on its first load, and an emptied list is pruned after the load instead
+    (`pipelines/lake.py`).
+    """
+    name = hints["table_name"]
+    if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
+        table = table.filter(pc.invert(table.column(REMOVED)))
+    key_columns = [table.column(c).to_pylist() for c in hints["primary_key"]]
+    with ctx.lock:
+        seen = ctx.emitted.setdefault(name, set())
+        keep = []
+        for key in zip(*key_columns, strict=True):
+            keep.append(key not in seen)
+            seen.add(key)
+    if not all(keep):
+        table = table.filter(pa.array(keep, type=pa.bool_()))
+    if table.num_rows:
+        yield Batch(table, hints)
+
+
+def nullability(schema: pa.Schema) -> dict[str, Any]:
+    """Column hints from an Arrow schema; zone-less timestamps stay zone-less in the table."""
+    hints: dict[str, Any] = {f.name: {"nullable": f.nullable} for f in schema}
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.tz is None:
+            hints[f.name].update(data_type="timestamp", timezone=False)
+    return hints
