@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -275,9 +274,9 @@ def print_summary(result: Any) -> None:
 
 def print_pipeline(pipeline: Any) -> None:
     """Where the run's dlt pipeline lives, and how dlt's own commands find it."""
-    folder = shlex.quote(str(pipeline.pipelines_dir))
-    print(f"pipeline {pipeline.pipeline_name} in {pipeline.pipelines_dir} (inspect it: dlt "
-          f"pipeline --pipelines-dir {folder} {pipeline.pipeline_name} info | trace | show)")
+    from pipelines.load import pipeline_line
+
+    print(pipeline_line(pipeline))
 
 
 def waited(totals: Any) -> str:

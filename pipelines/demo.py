@@ -19,7 +19,7 @@ import dlt
 import duckdb
 
 from pipelines.backfill import run_backfill
-from pipelines.load import make_pipeline, run_load
+from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress
 from pipelines.reconcile import reconcile
 from simulator import SimConfig, Simulator
@@ -69,6 +69,7 @@ def run_demo(args: argparse.Namespace) -> int:
               "nightly": nightly.report.as_dict(), "reconciliation": check.as_dict()}
     db_file.with_suffix(".report.json").write_text(json.dumps(report, indent=2, default=str))
     print_summary(db_file, args.dataset, check, advanced["late_commits"])
+    print(pipeline_line(pipeline))
     if not check.ok:
         return EXIT_MISMATCH
     return EXIT_PARTIAL if backfill.partial or nightly.report.partial else EXIT_OK

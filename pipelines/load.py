@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,13 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
         import_schema_path=str(schemas_dir / "import"),
         export_schema_path=str(schemas_dir / "export"),
     )
+
+
+def pipeline_line(pipeline: dlt.Pipeline) -> str:
+    """The summary line naming the pipeline, its folder and dlt's command to inspect it."""
+    folder = shlex.quote(str(pipeline.pipelines_dir))
+    return (f"pipeline {pipeline.pipeline_name} in {pipeline.pipelines_dir} (inspect it: dlt "
+            f"pipeline --pipelines-dir {folder} {pipeline.pipeline_name} info | trace | show)")
 
 
 def check_dataset_name(name: str) -> None:

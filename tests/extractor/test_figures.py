@@ -105,7 +105,8 @@ def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
 
 
 def test_demo_prints_local_commit_times_and_window_times(tmp_path: Path) -> None:
-    """The cloud demo: the commit times it prints are the authors' local times, without a
+    """The cloud demo names its pipeline's folder with dlt's command to inspect it; the commit
+    times it prints are the authors' local times, without a
     zone offset; each window line's bounds are the window's own (as the run report has
     them): a date when at midnight, else with the time of day, so no window prints as
     empty `[d .. d)`."""
@@ -114,6 +115,10 @@ def test_demo_prints_local_commit_times_and_window_times(tmp_path: Path) -> None
                           cwd=tmp_path, capture_output=True, text=True, timeout=180,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+    folder = (tmp_path / ".repo-analytics-demo" / "pipelines").resolve()
+    assert (f"pipeline repo_analytics_demo in {folder} (inspect it: dlt pipeline "
+            f"--pipelines-dir {folder} repo_analytics_demo info | trace | show)"
+            ) in done.stdout.splitlines(), done.stdout
     spans = [line for line in done.stdout.splitlines() if line.startswith("commits from ")]
     assert len(spans) == 1, done.stdout
     assert "+00:00" not in spans[0] and "no zone" in spans[0], spans[0]
