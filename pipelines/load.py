@@ -63,9 +63,10 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
 
 def pipeline_line(pipeline: dlt.Pipeline) -> str:
     """The summary line naming the pipeline, its folder and dlt's command to inspect it."""
-    folder = shlex.quote(str(pipeline.pipelines_dir))
-    return (f"pipeline {pipeline.pipeline_name} in {pipeline.pipelines_dir} (inspect it: dlt "
-            f"pipeline --pipelines-dir {folder} {pipeline.pipeline_name} info | trace | show)")
+    folder = Path(pipeline.pipelines_dir).resolve()
+    return (f"pipeline {pipeline.pipeline_name} in {folder} (inspect it: dlt pipeline "
+            f"--pipelines-dir {shlex.quote(str(folder))} {pipeline.pipeline_name} info | trace"
+            " | show)")
 
 
 def check_dataset_name(name: str) -> None:
