@@ -45,25 +45,41 @@ def one_run(size: str, latency_ms: int, concurrency: int) -> dict[str, Any]:
     try:
         with Simulator(SimConfig(edition="cloud", size=size)) as sim:
             if latency_ms:
-                sim.set_faults({"rules": [{"kind": "slow", "rate": 1,
-                                           "slow_seconds": latency_ms / 1000}]})
+                sim.set_faults(
+                    {"rules": [{"kind": "slow", "rate": 1, "slow_seconds": latency_ms / 1000}]}
+                )
             info = sim.info()
             args = {**demo_source_args(sim, info), "concurrency": concurrency}
-            pipeline = make_pipeline("bench", dlt.destinations.duckdb(str(work / "d.duckdb")),
-                                     "repo_analytics", str(work / "pipelines"),
-                                     work / "schemas")
+            pipeline = make_pipeline(
+                "bench",
+                dlt.destinations.duckdb(str(work / "d.duckdb")),
+                "repo_analytics",
+                str(work / "pipelines"),
+                work / "schemas",
+            )
             clock = datetime.fromtimestamp(info["now"], UTC)
             began = time.monotonic()
-            result = run_backfill(pipeline, (clock - timedelta(days=366)).date().isoformat(),
-                                  clock.isoformat(), 61, now=clock, **args)
+            result = run_backfill(
+                pipeline,
+                (clock - timedelta(days=366)).date().isoformat(),
+                clock.isoformat(),
+                61,
+                now=clock,
+                **args,
+            )
             seconds = time.monotonic() - began
         totals = [w.result.report.totals() for w in result.windows if w.result]
-        return {"size": size, "latency_ms": latency_ms, "concurrency": concurrency,
-                "load1": round(os.getloadavg()[0], 2),
-                "windows": len(result.windows), "seconds": round(seconds, 1),
-                "requests": sum(t.requests for t in totals),
-                "rows": sum(t.rows for t in totals),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+        return {
+            "size": size,
+            "latency_ms": latency_ms,
+            "concurrency": concurrency,
+            "load1": round(os.getloadavg()[0], 2),
+            "windows": len(result.windows),
+            "seconds": round(seconds, 1),
+            "requests": sum(t.requests for t in totals),
+            "rows": sum(t.rows for t in totals),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -73,8 +89,9 @@ def main() -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--latency-ms", default="0,50")
     parser.add_argument("--concurrency", default="4,8")
-    parser.add_argument("--name", default="backfill",
-                        help="results file name under bench/results/ (.json, .md)")
+    parser.add_argument(
+        "--name", default="backfill", help="results file name under bench/results/ (.json, .md)"
+    )
     options = parser.parse_args()
     rows = []
     for latency in (int(v) for v in options.latency_ms.split(",")):
@@ -84,14 +101,21 @@ def main() -> None:
             rows.append(row)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{options.name}.json").write_text(json.dumps(rows, indent=2))
-    lines = [f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
-             "", f"{platform.platform()}, {platform.python_version()}, "
-             f"{datetime.now(UTC):%Y-%m-%d}; peak RSS is the process's so far (cumulative).",
-             "", "| latency per request | concurrency | seconds | requests | rows | peak RSS MB "
-             "| load average |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['latency_ms']} ms | {r['concurrency']} | {r['seconds']} "
-              f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} | {r['load1']} |"
-              for r in rows]
+    lines = [
+        f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
+        "",
+        f"{platform.platform()}, {platform.python_version()}, "
+        f"{datetime.now(UTC):%Y-%m-%d}; peak RSS is the process's so far (cumulative).",
+        "",
+        "| latency per request | concurrency | seconds | requests | rows | peak RSS MB "
+        "| load average |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['latency_ms']} ms | {r['concurrency']} | {r['seconds']} "
+        f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} | {r['load1']} |"
+        for r in rows
+    ]
     (RESULTS / f"{options.name}.md").write_text("\n".join(lines) + "\n")
 
 

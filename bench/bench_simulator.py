@@ -61,8 +61,13 @@ def build_only(size: str) -> dict[str, Any]:
     start = time.perf_counter()
     world = build_world(1, size, NOW, "server")
     seconds = time.perf_counter() - start
-    return {"size": size, "seconds": round(seconds, 2), "commits": len(world.commits),
-            "pull_requests": len(world.prs), "peak_rss_mb": round(peak_rss_mb(), 1)}
+    return {
+        "size": size,
+        "seconds": round(seconds, 2),
+        "commits": len(world.commits),
+        "pull_requests": len(world.prs),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
 
 
 # child: HTTP clients --------------------------------------------------------------------------
@@ -70,8 +75,9 @@ def iso(epoch_s: int) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def read_window(session: Any, spec: dict[str, Any], since: int, until: int,
-                deadline: float) -> tuple[int, int, int, bool]:
+def read_window(
+    session: Any, spec: dict[str, Any], since: int, until: int, deadline: float
+) -> tuple[int, int, int, bool]:
     """Page through one window: (items, requests, bytes, finished)."""
     import orjson
 
@@ -80,12 +86,20 @@ def read_window(session: Any, spec: dict[str, Any], since: int, until: int,
     items = requests_made = nbytes = 0
     if edition == "server":
         url: str | None = base + "/commits"
-        params: dict[str, Any] | None = {"sinceDate": iso(since), "untilDate": iso(until),
-                                         size_name: size, "start": 0}
+        params: dict[str, Any] | None = {
+            "sinceDate": iso(since),
+            "untilDate": iso(until),
+            size_name: size,
+            "start": 0,
+        }
     else:
         url = f"{base}/workspace/{spec['workspace']}/commits"
-        params = {"since_date": iso(since), "until_date": iso(until), "merges": "include",
-                  size_name: size}
+        params = {
+            "since_date": iso(since),
+            "until_date": iso(until),
+            "merges": "include",
+            size_name: size,
+        }
     while url is not None:
         if time.perf_counter() > deadline:
             return items, requests_made, nbytes, False
@@ -151,20 +165,24 @@ def run_clients(spec: dict[str, Any]) -> dict[str, Any]:
         t.join()
     seconds = time.perf_counter() - start
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-    client_cpu = (cpu_after.ru_utime - cpu_before.ru_utime
-                  + cpu_after.ru_stime - cpu_before.ru_stime)
-    return {**totals, "seconds": round(seconds, 3), "errors": errors[:3],
-            "complete": totals["windows_done"] >= len(windows),
-            "client_cpu_per_wall": round(client_cpu / seconds, 2),
-            "items_per_s": round(totals["items"] / seconds),
-            "requests_per_s": round(totals["requests"] / seconds, 1),
-            "mb_per_s": round(totals["bytes"] / seconds / 1e6, 1)}
+    client_cpu = cpu_after.ru_utime - cpu_before.ru_utime + cpu_after.ru_stime - cpu_before.ru_stime
+    return {
+        **totals,
+        "seconds": round(seconds, 3),
+        "errors": errors[:3],
+        "complete": totals["windows_done"] >= len(windows),
+        "client_cpu_per_wall": round(client_cpu / seconds, 2),
+        "items_per_s": round(totals["items"] / seconds),
+        "requests_per_s": round(totals["requests"] / seconds, 1),
+        "mb_per_s": round(totals["bytes"] / seconds / 1e6, 1),
+    }
 
 
 def child(mode: str, argument: str) -> dict[str, Any]:
     """Run this script in a fresh interpreter in `mode`; its last stdout line is JSON."""
-    done = subprocess.run([sys.executable, __file__, mode, argument], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, mode, argument], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{mode} child failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -179,22 +197,28 @@ def reset_caches(sim: Any) -> None:
         store._results.clear()  # noqa: SLF001
 
 
-def measure(sim: Any, edition: str, threads: int, max_seconds: float,
-            repeat: bool = False) -> dict[str, Any]:
+def measure(
+    sim: Any, edition: str, threads: int, max_seconds: float, repeat: bool = False
+) -> dict[str, Any]:
     """One client process; `repeat` cycles through the windows until `max_seconds`."""
     now = sim.app.world.now_s
     first = min(c.time for c in sim.app.world.commits)
     span = now + 1 - first
     edges = [first + span * k // WINDOWS for k in range(WINDOWS)] + [now + 1]
-    spec = {"edition": edition, "api_base": sim.api_base, "headers": sim.auth_headers,
-            "workspace": sim.config.workspace, "threads": threads, "max_seconds": max_seconds,
-            "repeat": repeat,
-            "windows": [[edges[k], edges[k + 1]] for k in range(WINDOWS)]}
+    spec = {
+        "edition": edition,
+        "api_base": sim.api_base,
+        "headers": sim.auth_headers,
+        "workspace": sim.config.workspace,
+        "threads": threads,
+        "max_seconds": max_seconds,
+        "repeat": repeat,
+        "windows": [[edges[k], edges[k + 1]] for k in range(WINDOWS)],
+    }
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     result = child("--client", json.dumps(spec))
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-    server_cpu = (cpu_after.ru_utime - cpu_before.ru_utime
-                  + cpu_after.ru_stime - cpu_before.ru_stime)
+    server_cpu = cpu_after.ru_utime - cpu_before.ru_utime + cpu_after.ru_stime - cpu_before.ru_stime
     result["server_cpu_per_wall"] = round(server_cpu / max(result["seconds"], 1e-9), 2)
     if result["errors"]:
         print(f"  client errors: {result['errors']}", file=sys.stderr)
@@ -207,8 +231,10 @@ def bench_edition(edition: str, size: str, seconds: float) -> dict[str, Any]:
     start = time.perf_counter()
     sim = Simulator(SimConfig(edition=edition, size=size, now=NOW)).start()
     built = time.perf_counter() - start
-    out: dict[str, Any] = {"build_and_start_s": round(built, 2),
-                           "commits": len(sim.app.world.commits)}
+    out: dict[str, Any] = {
+        "build_and_start_s": round(built, 2),
+        "commits": len(sim.app.world.commits),
+    }
     try:
         runs: dict[str, Any] = {}
         runs["cold_1"] = measure(sim, edition, 1, 3 * seconds)
@@ -220,10 +246,13 @@ def bench_edition(edition: str, size: str, seconds: float) -> dict[str, Any]:
         runs["cold_8"] = measure(sim, edition, 8, 3 * seconds)
         out["runs"] = runs
         for name, run in runs.items():
-            print(f"  {edition:6} {name:7} {run['items_per_s']:>8} items/s "
-                  f"{run['requests_per_s']:>7} req/s {run['mb_per_s']:>6} MB/s "
-                  f"CPU/wall server {run['server_cpu_per_wall']} "
-                  f"client {run['client_cpu_per_wall']}", flush=True)
+            print(
+                f"  {edition:6} {name:7} {run['items_per_s']:>8} items/s "
+                f"{run['requests_per_s']:>7} req/s {run['mb_per_s']:>6} MB/s "
+                f"CPU/wall server {run['server_cpu_per_wall']} "
+                f"client {run['client_cpu_per_wall']}",
+                flush=True,
+            )
     finally:
         sim.stop()
     return out
@@ -259,19 +288,25 @@ def profile_warm(size: str, seconds: float) -> str:
 def without_machine_paths(text: str) -> str:
     """Profile lines name files by absolute path: keep them relative to where they live (the
     standard library, site-packages, this checkout) so no result names this machine."""
-    replacements = {str(Path(sysconfig.get_paths()["purelib"])): "<site-packages>",
-                    str(Path(sysconfig.get_paths()["stdlib"])): "<stdlib>",
-                    str(ROOT): "<checkout>"}
+    replacements = {
+        str(Path(sysconfig.get_paths()["purelib"])): "<site-packages>",
+        str(Path(sysconfig.get_paths()["stdlib"])): "<stdlib>",
+        str(ROOT): "<checkout>",
+    }
     for path, label in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
         text = text.replace(path, label)
     return text
 
 
 def machine() -> dict[str, Any]:
-    return {"nproc": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "load_average_1m_at_start": round(os.getloadavg()[0], 2)}
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -291,8 +326,10 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for b in report["builds"]:
-        lines.append(f"| {b['size']} | {b['commits']:,} | {b['pull_requests']:,} | "
-                     f"{b['seconds']} | {b['peak_rss_mb']} |")
+        lines.append(
+            f"| {b['size']} | {b['commits']:,} | {b['pull_requests']:,} | "
+            f"{b['seconds']} | {b['peak_rss_mb']} |"
+        )
     lines += [
         "",
         f"## Reading commit lists over HTTP ({report['size']}, client in a separate process)",
@@ -311,12 +348,18 @@ def markdown(report: dict[str, Any]) -> str:
     for edition, data in report["editions"].items():
         for name, run in data["runs"].items():
             temp, threads = name.split("_")
-            lines.append(f"| {edition} | {temp} | {threads} | {run['items_per_s']:,} | "
-                         f"{run['requests_per_s']} | {run['mb_per_s']} | {run['items']:,} | "
-                         f"{run['seconds']} | {run['server_cpu_per_wall']} | "
-                         f"{run['client_cpu_per_wall']} |")
-    lines += ["", f"Peak RSS of the benchmark process (servers, {report['size']}): "
-              f"{report['bench_peak_rss_mb']} MB.", ""]
+            lines.append(
+                f"| {edition} | {temp} | {threads} | {run['items_per_s']:,} | "
+                f"{run['requests_per_s']} | {run['mb_per_s']} | {run['items']:,} | "
+                f"{run['seconds']} | {run['server_cpu_per_wall']} | "
+                f"{run['client_cpu_per_wall']} |"
+            )
+    lines += [
+        "",
+        f"Peak RSS of the benchmark process (servers, {report['size']}): "
+        f"{report['bench_peak_rss_mb']} MB.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -329,22 +372,36 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="medium", help="dataset served (default medium)")
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="length of each warm run; cold runs at most 3x (default 10)")
-    parser.add_argument("--build-sizes", default="medium,large",
-                        help="sizes whose build time and RSS are measured (default medium,large)")
-    parser.add_argument("--profile", action="store_true",
-                        help="also profile the server during a warm single-thread run")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=10.0,
+        help="length of each warm run; cold runs at most 3x (default 10)",
+    )
+    parser.add_argument(
+        "--build-sizes",
+        default="medium,large",
+        help="sizes whose build time and RSS are measured (default medium,large)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile the server during a warm single-thread run",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     RESULTS.mkdir(parents=True, exist_ok=True)
 
-    report: dict[str, Any] = {"machine": machine(), "size": args.size, "seconds": args.seconds,
-                              "builds": [], "editions": {}}
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "size": args.size,
+        "seconds": args.seconds,
+        "builds": [],
+        "editions": {},
+    }
     for size in filter(None, args.build_sizes.split(",")):
         built = child("--build-only", size)
-        print(f"build {size}: {built['seconds']} s, peak RSS {built['peak_rss_mb']} MB",
-              flush=True)
+        print(f"build {size}: {built['seconds']} s, peak RSS {built['peak_rss_mb']} MB", flush=True)
         report["builds"].append(built)
     for edition in ("server", "cloud"):
         report["editions"][edition] = bench_edition(edition, args.size, args.seconds)

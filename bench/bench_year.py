@@ -94,7 +94,11 @@ class SimProcess:
         self.log_file = (work / "sim.log").open("w")
         self.proc = subprocess.Popen(
             [repo_analytics(), "sim", "--edition", edition, "--size", size, "--now", str(now)],
-            stdout=subprocess.PIPE, stderr=self.log_file, text=True, cwd=work)
+            stdout=subprocess.PIPE,
+            stderr=self.log_file,
+            text=True,
+            cwd=work,
+        )
         assert self.proc.stdout is not None
         banner = self.proc.stdout.readline()
         if "control=" not in banner:
@@ -168,8 +172,16 @@ def endpoint_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, in
     return {k: a[k] - b.get(k, 0) for k in sorted(a) if a[k] - b.get(k, 0)}
 
 
-def measure(name: str, cmd: list[str], env: dict[str, str], cwd: Path, sim: SimProcess,
-            out_dir: Path, tap: bool = False, timeout: float = 7200) -> dict[str, Any]:
+def measure(
+    name: str,
+    cmd: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    sim: SimProcess,
+    out_dir: Path,
+    tap: bool = False,
+    timeout: float = 7200,
+) -> dict[str, Any]:
     """Run `cmd` as a child and measure it alone: wall, rusage, load, the simulator's side."""
     before = sim.requests()
     sim_cpu = sim.cpu_seconds()
@@ -179,31 +191,41 @@ def measure(name: str, cmd: list[str], env: dict[str, str], cwd: Path, sim: SimP
     usage_file = out_dir / f"{name}.rusage.json"
     # through a small launcher: a child's peak RSS (ru_maxrss) starts at its parent's RSS at
     # fork time on Linux, and this process grows (logs, row counts); the launcher stays small
-    proc = subprocess.Popen([sys.executable, __file__, "--child-run", str(usage_file), "--",
-                             *cmd], env={**os.environ, **env}, cwd=cwd, stdout=stdout,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child-run", str(usage_file), "--", *cmd],
+        env={**os.environ, **env},
+        cwd=cwd,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+    )
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
     stdout.close()
-    usage = json.loads(usage_file.read_text()) if usage_file.exists() else {
-        "wall_s": 0.0, "cpu_s": 0.0, "maxrss_kib": 0, "exit_code": proc.returncode}
+    usage = (
+        json.loads(usage_file.read_text())
+        if usage_file.exists()
+        else {"wall_s": 0.0, "cpu_s": 0.0, "maxrss_kib": 0, "exit_code": proc.returncode}
+    )
     wall = usage["wall_s"]
     proc.returncode = usage["exit_code"]
     load_end = os.getloadavg()[0]
     entries = logtap.stop() if logtap else None
     after = sim.requests()
     result: dict[str, Any] = {
-        "contender": name, "exit_code": proc.returncode,
-        "wall_s": round(wall, 2), "cpu_s": round(usage["cpu_s"], 2),
+        "contender": name,
+        "exit_code": proc.returncode,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage["cpu_s"], 2),
         "sim_cpu_s": round(sim.cpu_seconds() - sim_cpu, 2),
         "requests": after["total"] - before["total"],
         "requests_by_endpoint": endpoint_diff(before, after),
         "open_max": after["open_max"],
         "peak_rss_mb": round(usage["maxrss_kib"] / 1024),
-        "load1_start": round(load_start, 2), "load1_end": round(load_end, 2),
+        "load1_start": round(load_start, 2),
+        "load1_end": round(load_end, 2),
     }
     if proc.returncode != 0:
         tail = (out_dir / f"{name}.out").read_text()[-3000:]
@@ -220,9 +242,16 @@ def child_run(usage_path: str, cmd: list[str]) -> None:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - began
     proc.returncode = code = os.waitstatus_to_exitcode(status)
-    Path(usage_path).write_text(json.dumps({
-        "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-        "maxrss_kib": usage.ru_maxrss, "exit_code": code}))  # ru_maxrss: KiB on Linux
+    Path(usage_path).write_text(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "maxrss_kib": usage.ru_maxrss,
+                "exit_code": code,
+            }
+        )
+    )  # ru_maxrss: KiB on Linux
     sys.exit(0)
 
 
@@ -237,9 +266,13 @@ def duckdb_rows(path: Path, skip: tuple[str, ...] = ()) -> dict[str, int]:
         tables = con.execute(
             "SELECT table_schema, table_name FROM information_schema.tables "
             "WHERE table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' "
-            "AND table_schema NOT LIKE '%\\_staging%' ESCAPE '\\'").fetchall()
-        return {f"{s}.{t}": con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0]
-                for s, t in sorted(tables) if t not in skip}
+            "AND table_schema NOT LIKE '%\\_staging%' ESCAPE '\\'"
+        ).fetchall()
+        return {
+            f"{s}.{t}": con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0]
+            for s, t in sorted(tables)
+            if t not in skip
+        }
     finally:
         con.close()
 
@@ -252,8 +285,9 @@ def delta_rows(root: Path) -> dict[str, int]:
         table = log.parent
         if table.name.startswith("_dlt"):
             continue
-        counts[str(table.relative_to(root))] = DeltaTable(str(table)).to_pyarrow_dataset() \
-            .count_rows()
+        counts[str(table.relative_to(root))] = (
+            DeltaTable(str(table)).to_pyarrow_dataset().count_rows()
+        )
     return counts
 
 
@@ -336,29 +370,50 @@ def child_peer(spec_path: str) -> None:
         yield spec["repositories"]
 
     if spec["edition"] == "cloud":
-        client = {"base_url": spec["api_base"] + "/",
-                  "auth": {"type": "api_key", "name": "Authorization",
-                           "api_key": spec["token"], "location": "header"},
-                  "paginator": {"type": "json_link", "next_url_path": "next"}}
+        client = {
+            "base_url": spec["api_base"] + "/",
+            "auth": {
+                "type": "api_key",
+                "name": "Authorization",
+                "api_key": spec["token"],
+                "location": "header",
+            },
+            "paginator": {"type": "json_link", "next_url_path": "next"},
+        }
         ws = spec["workspace"]
-        paths = {"commits": f"workspace/{ws}/repos/{{resources.repositories.slug}}/commits",
-                 "pull_requests": f"workspace/{ws}/repos/{{resources.repositories.slug}}"
-                                  "/pull-requests"}
+        paths = {
+            "commits": f"workspace/{ws}/repos/{{resources.repositories.slug}}/commits",
+            "pull_requests": f"workspace/{ws}/repos/{{resources.repositories.slug}}/pull-requests",
+        }
         paginators: dict[str, Any] = {}
     else:
-        client = {"base_url": spec["api_base"] + "/",
-                  "auth": {"type": "http_basic", "username": spec["username"],
-                           "password": spec["password"]}}
+        client = {
+            "base_url": spec["api_base"] + "/",
+            "auth": {
+                "type": "http_basic",
+                "username": spec["username"],
+                "password": spec["password"],
+            },
+        }
         repo = "projects/{resources.repositories.project_key}/repos/{resources.repositories.slug}"
         paths = {"commits": f"{repo}/commits", "pull_requests": f"{repo}/pull-requests"}
-        paginators = {name: {"type": "offset", "limit": spec["limits"][name],
-                             "offset_param": "start", "limit_param": "limit",
-                             "total_path": None}
-                      for name in paths}
+        paginators = {
+            name: {
+                "type": "offset",
+                "limit": spec["limits"][name],
+                "offset_param": "start",
+                "limit_param": "limit",
+                "total_path": None,
+            }
+            for name in paths
+        }
     resources: list[Any] = [repositories]
     for name, path in paths.items():
-        endpoint: dict[str, Any] = {"path": path, "params": spec["params"][name],
-                                    "data_selector": "values"}
+        endpoint: dict[str, Any] = {
+            "path": path,
+            "params": spec["params"][name],
+            "data_selector": "values",
+        }
         if name in paginators:
             endpoint["paginator"] = paginators[name]
         resources.append({"name": name, "endpoint": endpoint})
@@ -369,27 +424,42 @@ def child_peer(spec_path: str) -> None:
             yield spec["no_lines"]
 
         params = {k: v for k, v in spec["params"]["commits"].items() if k != "with_lines"}
-        resources += [repositories_no_lines, {
-            "name": "commits_no_lines", "table_name": "commits",
-            "endpoint": {"path": paths["commits"].replace("resources.repositories.",
-                                                          "resources.repositories_no_lines."),
-                         "params": params, "data_selector": "values"}}]
+        resources += [
+            repositories_no_lines,
+            {
+                "name": "commits_no_lines",
+                "table_name": "commits",
+                "endpoint": {
+                    "path": paths["commits"].replace(
+                        "resources.repositories.", "resources.repositories_no_lines."
+                    ),
+                    "params": params,
+                    "data_selector": "values",
+                },
+            },
+        ]
     source = rest_api_source({"client": client, "resources": resources})  # type: ignore[typeddict-item]
-    pipeline = dlt.pipeline(pipeline_name="peer", pipelines_dir=spec["pipelines_dir"],
-                            destination=dlt.destinations.duckdb(spec["duckdb"]),
-                            dataset_name="rest_api_data")
+    pipeline = dlt.pipeline(
+        pipeline_name="peer",
+        pipelines_dir=spec["pipelines_dir"],
+        destination=dlt.destinations.duckdb(spec["duckdb"]),
+        dataset_name="rest_api_data",
+    )
     pipeline.run(source)
 
 
-def peer_spec(sim: SimProcess, ours_log: list[dict[str, Any]], since: str, until: str,
-              work: Path) -> dict[str, Any]:
+def peer_spec(
+    sim: SimProcess, ours_log: list[dict[str, Any]], since: str, until: str, work: Path
+) -> dict[str, Any]:
     """The peer's configuration: ours' filters for the two list endpoints, the whole year."""
     info = sim.info
     params: dict[str, dict[str, str]] = {}
     limits: dict[str, int] = {}
     for entry in ours_log:
-        name = {"commits.list.repository": "commits",
-                "pull-requests.list.repository": "pull_requests"}.get(entry["endpoint"])
+        name = {
+            "commits.list.repository": "commits",
+            "pull-requests.list.repository": "pull_requests",
+        }.get(entry["endpoint"])
         if name is None or name in params:
             continue
         p = {k: v for k, v in entry["params"].items() if k not in PAGE_PARAMS}
@@ -412,10 +482,15 @@ def peer_spec(sim: SimProcess, ours_log: list[dict[str, Any]], since: str, until
         if sim.edition == "server":
             row["project_key"] = r["project"]["key"]
         repos.append(row)
-    spec: dict[str, Any] = {"edition": sim.edition, "api_base": info["api_base_url"],
-                            "params": params, "limits": limits, "repositories": repos,
-                            "duckdb": str(work / "peer.duckdb"),
-                            "pipelines_dir": str(work / "peer-pipelines")}
+    spec: dict[str, Any] = {
+        "edition": sim.edition,
+        "api_base": info["api_base_url"],
+        "params": params,
+        "limits": limits,
+        "repositories": repos,
+        "duckdb": str(work / "peer.duckdb"),
+        "pipelines_dir": str(work / "peer-pipelines"),
+    }
     if sim.edition == "cloud":
         spec.update(workspace=info["workspace"], token="sim-cloud-token")
         if "with_lines" in params.get("commits", {}):
@@ -447,8 +522,14 @@ def source_flags(sim: SimProcess) -> list[str]:
 
 
 def global_flags(work: Path, destination: str) -> list[str]:
-    flags = ["--duckdb", str(work / f"{destination}.duckdb"),
-             "--pipelines-dir", str(work / f"pipelines-{destination}"), "--progress", "off"]
+    flags = [
+        "--duckdb",
+        str(work / f"{destination}.duckdb"),
+        "--pipelines-dir",
+        str(work / f"pipelines-{destination}"),
+        "--progress",
+        "off",
+    ]
     if destination == "parquet":
         flags = ["--destination", "parquet", "--parquet-dir", str(work / "delta"), *flags]
     return flags
@@ -465,28 +546,55 @@ def finish(result: dict[str, Any], rows: int, tables: dict[str, int] | None = No
     result["rows_per_s"] = round(rows / result["wall_s"]) if result["wall_s"] else None
     if tables is not None:
         result["tables"] = tables
-    print(f"   {result['contender']:<18} wall {result['wall_s']:>7} s  cpu {result['cpu_s']:>7} s"
-          f"  req {result['requests']:>7}  rows {rows:>8}  rss {result['peak_rss_mb']:>5} MB"
-          f"  load {result['load1_start']}->{result['load1_end']}"
-          + ("" if result["exit_code"] == 0 else f"  EXIT {result['exit_code']}"), flush=True)
+    print(
+        f"   {result['contender']:<18} wall {result['wall_s']:>7} s  cpu {result['cpu_s']:>7} s"
+        f"  req {result['requests']:>7}  rows {rows:>8}  rss {result['peak_rss_mb']:>5} MB"
+        f"  load {result['load1_start']}->{result['load1_end']}"
+        + ("" if result["exit_code"] == 0 else f"  EXIT {result['exit_code']}"),
+        flush=True,
+    )
 
 
-def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Namespace,
-               base: Path, since: str, until: str, clock: datetime,
-               first_logs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def one_repeat(
+    sim: SimProcess,
+    workload: str,
+    repeat: int,
+    options: argparse.Namespace,
+    base: Path,
+    since: str,
+    until: str,
+    clock: datetime,
+    first_logs: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
     work = base / f"{workload}-{repeat}"
     work.mkdir(parents=True)
     env = source_env(sim.edition)
     wflags = WORKLOADS[workload]
-    backfill = ["backfill", *source_flags(sim), "--since", since, "--until", until,
-                "--concurrency", str(options.concurrency), *wflags]
+    backfill = [
+        "backfill",
+        *source_flags(sim),
+        "--since",
+        since,
+        "--until",
+        until,
+        "--concurrency",
+        str(options.concurrency),
+        *wflags,
+    ]
     results: dict[str, dict[str, Any]] = {}
     ours_log: list[dict[str, Any]] = []
 
     def ours(destination: str) -> None:
         name = f"ours-{destination}"
-        r = measure(name, [repo_analytics(), *global_flags(work, destination), *backfill],
-                    env, ROOT, sim, work, tap=destination == "duckdb")
+        r = measure(
+            name,
+            [repo_analytics(), *global_flags(work, destination), *backfill],
+            env,
+            ROOT,
+            sim,
+            work,
+            tap=destination == "duckdb",
+        )
         if destination == "duckdb":
             ours_log[:] = r.pop("_log")
             first_logs.setdefault(workload, list(ours_log))
@@ -504,14 +612,26 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
 
     def limit() -> None:
         api = [e for e in ours_log if e["path"].startswith(sim.info["api_prefix"])]
-        spec = {"base_url": sim.info["base_url"], "concurrency": options.concurrency,
-                "entries": api, "result": str(work / "limit-result.json"),
-                "headers": {"token": {"Authorization": "sim-cloud-token"},
-                            "basic": {"Authorization": "Basic YW5hbHlzdDphbmFseXN0LXBhc3M="},
-                            "bearer": {"Authorization": "Bearer sim-server-token"}}}
+        spec = {
+            "base_url": sim.info["base_url"],
+            "concurrency": options.concurrency,
+            "entries": api,
+            "result": str(work / "limit-result.json"),
+            "headers": {
+                "token": {"Authorization": "sim-cloud-token"},
+                "basic": {"Authorization": "Basic YW5hbHlzdDphbmFseXN0LXBhc3M="},
+                "bearer": {"Authorization": "Bearer sim-server-token"},
+            },
+        }
         (work / "limit-spec.json").write_text(json.dumps(spec))
-        r = measure("limit", [sys.executable, __file__, "--child-replay",
-                              str(work / "limit-spec.json")], {}, work, sim, work)
+        r = measure(
+            "limit",
+            [sys.executable, __file__, "--child-replay", str(work / "limit-spec.json")],
+            {},
+            work,
+            sim,
+            work,
+        )
         got = json.loads((work / "limit-result.json").read_text())
         r["replayed"] = got
         finish(r, got["items"])
@@ -521,9 +641,14 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
         # ours' filter parameters, from the first repeat's log (the peer may run first)
         spec = peer_spec(sim, first_logs[workload], since, until, work)
         (work / "peer-spec.json").write_text(json.dumps(spec, indent=1))
-        r = measure("peer", [sys.executable, __file__, "--child-peer",
-                             str(work / "peer-spec.json")],
-                    {"RUNTIME__DLTHUB_TELEMETRY": "false"}, work, sim, work)
+        r = measure(
+            "peer",
+            [sys.executable, __file__, "--child-peer", str(work / "peer-spec.json")],
+            {"RUNTIME__DLTHUB_TELEMETRY": "false"},
+            work,
+            sim,
+            work,
+        )
         tables = duckdb_rows(work / "peer.duckdb", skip=("repositories",))
         finish(r, sum(tables.values()), tables)
         results["peer"] = r
@@ -544,13 +669,27 @@ def one_repeat(sim: SimProcess, workload: str, repeat: int, options: argparse.Na
     return {"workload": workload, "repeat": repeat, "work": str(work), "results": results}
 
 
-def nightly(sim: SimProcess, work: Path, destination: str, env: dict[str, str],
-            wflags: list[str], clock: datetime, day: int,
-            results: dict[str, dict[str, Any]]) -> None:
+def nightly(
+    sim: SimProcess,
+    work: Path,
+    destination: str,
+    env: dict[str, str],
+    wflags: list[str],
+    clock: datetime,
+    day: int,
+    results: dict[str, dict[str, Any]],
+) -> None:
     name = f"nightly-{day}-{destination}"
     before = sum(landed(work, destination).values())
-    cmd = [repo_analytics(), *global_flags(work, destination), "load", *source_flags(sim),
-           "--end-date", clock.isoformat(), *wflags]
+    cmd = [
+        repo_analytics(),
+        *global_flags(work, destination),
+        "load",
+        *source_flags(sim),
+        "--end-date",
+        clock.isoformat(),
+        *wflags,
+    ]
     r = measure(name, cmd, env, ROOT, sim, work)
     tables = landed(work, destination)
     finish(r, sum(tables.values()) - before, tables)
@@ -563,8 +702,17 @@ def nightly(sim: SimProcess, work: Path, destination: str, env: dict[str, str],
 
 
 # summary -------------------------------------------------------------------------------------
-FIELDS = ("wall_s", "cpu_s", "sim_cpu_s", "requests", "rows", "rows_per_s", "peak_rss_mb",
-          "load1_start", "load1_end")
+FIELDS = (
+    "wall_s",
+    "cpu_s",
+    "sim_cpu_s",
+    "requests",
+    "rows",
+    "rows_per_s",
+    "peak_rss_mb",
+    "load1_start",
+    "load1_end",
+)
 RATIOS = {  # name: (numerator, denominator, field)
     "ours/limit wall (duckdb)": ("ours-duckdb", "limit", "wall_s"),
     "ours/limit CPU (duckdb)": ("ours-duckdb", "limit", "cpu_s"),
@@ -590,15 +738,22 @@ def median(values: list[Any]) -> Any:
 
 
 def summarise(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
-    mine = [{n: v for n, v in r["results"].items() if v["exit_code"] == 0}  # failed: left out
-            for r in runs if r["workload"] == workload]
+    mine = [
+        {n: v for n, v in r["results"].items() if v["exit_code"] == 0}  # failed: left out
+        for r in runs
+        if r["workload"] == workload
+    ]
     names = list(dict.fromkeys(n for res in mine for n in res))
-    medians = {n: {f: median([res[n].get(f) for res in mine if n in res]) for f in FIELDS}
-               for n in names}
+    medians = {
+        n: {f: median([res[n].get(f) for res in mine if n in res]) for f in FIELDS} for n in names
+    }
     ratios = {}
     for label, (num, den, field) in RATIOS.items():
-        values = [res[num][field] / res[den][field] for res in mine
-                  if num in res and den in res and res[den][field]]
+        values = [
+            res[num][field] / res[den][field]
+            for res in mine
+            if num in res and den in res and res[den][field]
+        ]
         if values:
             ratios[label] = round(statistics.median(values), 2)
     return {"medians": medians, "ratios": ratios}
@@ -606,44 +761,68 @@ def summarise(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
 
 def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
-    lines = [f"# A year's backfill: `{doc['edition']}`, `{doc['size']}` "
-             f"({doc['since']} .. {doc['until']})", "",
-             f"{m['platform']}, Python {m['python']}, {m['cpus']} CPUs, {m['mem_gb']} GB; "
-             f"dlt {m['dlt']}, DuckDB {m['duckdb']}; run {doc['started']} .. {doc['ended']}; "
-             f"repeats {doc['repeat']}, concurrency {doc['concurrency']}. Command: "
-             f"`{doc['command']}`.", "",
-             "Medians over the repeats; load = the machine's 1-minute load average at the "
-             "start and end of each measurement (the machine is shared: other work skews "
-             "figures; ratios of one interleaved run are what counts). CPU = user + sys of "
-             "the contender's process; sim CPU = the simulator's in the same span. Rows: "
-             "landed in the tables (nightly: the change; limit: items decoded).", ""]
+    lines = [
+        f"# A year's backfill: `{doc['edition']}`, `{doc['size']}` "
+        f"({doc['since']} .. {doc['until']})",
+        "",
+        f"{m['platform']}, Python {m['python']}, {m['cpus']} CPUs, {m['mem_gb']} GB; "
+        f"dlt {m['dlt']}, DuckDB {m['duckdb']}; run {doc['started']} .. {doc['ended']}; "
+        f"repeats {doc['repeat']}, concurrency {doc['concurrency']}. Command: "
+        f"`{doc['command']}`.",
+        "",
+        "Medians over the repeats; load = the machine's 1-minute load average at the "
+        "start and end of each measurement (the machine is shared: other work skews "
+        "figures; ratios of one interleaved run are what counts). CPU = user + sys of "
+        "the contender's process; sim CPU = the simulator's in the same span. Rows: "
+        "landed in the tables (nightly: the change; limit: items decoded).",
+        "",
+    ]
     for workload, summary in doc["summary"].items():
-        lines += [f"## {workload}", "",
-                  "| contender | wall s | CPU s | sim CPU s | requests | rows | rows/s | "
-                  "peak RSS MB | load start → end |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            f"## {workload}",
+            "",
+            "| contender | wall s | CPU s | sim CPU s | requests | rows | rows/s | "
+            "peak RSS MB | load start → end |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for name, v in summary["medians"].items():
-            lines.append(f"| {name} | {v['wall_s']} | {v['cpu_s']} | {v['sim_cpu_s']} | "
-                         f"{v['requests']:,} | {v['rows']:,} | {v['rows_per_s']:,} | "
-                         f"{v['peak_rss_mb']:,} | {v['load1_start']} → {v['load1_end']} |")
+            lines.append(
+                f"| {name} | {v['wall_s']} | {v['cpu_s']} | {v['sim_cpu_s']} | "
+                f"{v['requests']:,} | {v['rows']:,} | {v['rows_per_s']:,} | "
+                f"{v['peak_rss_mb']:,} | {v['load1_start']} → {v['load1_end']} |"
+            )
         lines += ["", "| ratio (median of the repeats' ratios) | value |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in summary["ratios"].items()]
         first = next(r for r in doc["runs"] if r["workload"] == workload)["results"]
         if "ours-duckdb" in first:
-            lines += ["", "Requests of ours-duckdb (repeat 1) by endpoint and status: "
-                      + ", ".join(f"`{k}` {v:,}" for k, v in
-                                  first["ours-duckdb"]["requests_by_endpoint"].items()) + "."]
+            lines += [
+                "",
+                "Requests of ours-duckdb (repeat 1) by endpoint and status: "
+                + ", ".join(
+                    f"`{k}` {v:,}" for k, v in first["ours-duckdb"]["requests_by_endpoint"].items()
+                )
+                + ".",
+            ]
             again = first["ours-duckdb"].get("repeated_requests")
             if again is not None:
-                lines += ["", f"Of these, asked again with the same path and parameters: "
-                          f"{sum(again.values()):,}" + "".join(
-                              f", `{k}` {v:,}" for k, v in again.items()) + "."]
+                lines += [
+                    "",
+                    f"Of these, asked again with the same path and parameters: "
+                    f"{sum(again.values()):,}"
+                    + "".join(f", `{k}` {v:,}" for k, v in again.items())
+                    + ".",
+                ]
         for name in ("nightly-0-duckdb", "nightly-1-duckdb"):
             if name in first:
-                lines += ["", f"{name}: {first[name].get('rows_read_reported')} rows read "
-                          "(ours' report; they land as merges), requests by endpoint: " + ", ".join(
-                    f"`{k}` {v:,}" for k, v in first[name]["requests_by_endpoint"].items())
-                    + "."]
+                lines += [
+                    "",
+                    f"{name}: {first[name].get('rows_read_reported')} rows read "
+                    "(ours' report; they land as merges), requests by endpoint: "
+                    + ", ".join(
+                        f"`{k}` {v:,}" for k, v in first[name]["requests_by_endpoint"].items()
+                    )
+                    + ".",
+                ]
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -652,11 +831,19 @@ def machine() -> dict[str, Any]:
     import dlt
     import duckdb
 
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
-    return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "mem_gb": round(mem / 1024**2, 1),
-            "dlt": dlt.__version__, "duckdb": duckdb.__version__}
+    mem = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "mem_gb": round(mem / 1024**2, 1),
+        "dlt": dlt.__version__,
+        "duckdb": duckdb.__version__,
+    }
 
 
 def main() -> None:
@@ -665,18 +852,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="small", choices=("tiny", "small", "medium", "large"))
     parser.add_argument("--edition", default="cloud", choices=("cloud", "server"))
-    parser.add_argument("--workloads", default="lists,defaults",
-                        help="comma-separated: lists, defaults (default both)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="repeats of the interleaved sequence; medians are reported")
-    parser.add_argument("--concurrency", type=int, default=4,
-                        help="ours' `concurrency` and the replay's threads (default 4)")
-    parser.add_argument("--no-nightly-1", action="store_true",
-                        help="skip the nightly after a simulated day")
+    parser.add_argument(
+        "--workloads",
+        default="lists,defaults",
+        help="comma-separated: lists, defaults (default both)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="repeats of the interleaved sequence; medians are reported",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="ours' `concurrency` and the replay's threads (default 4)",
+    )
+    parser.add_argument(
+        "--no-nightly-1", action="store_true", help="skip the nightly after a simulated day"
+    )
     parser.add_argument("--now", type=int, default=NOW, help="simulator clock (epoch s)")
-    parser.add_argument("--out", default=None,
-                        help="results JSON (default bench/results/year-<edition>-<size>.json); "
-                             "the markdown goes next to it")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="results JSON (default bench/results/year-<edition>-<size>.json); "
+        "the markdown goes next to it",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the working folder")
     parser.add_argument("--child-replay", help=argparse.SUPPRESS)
     parser.add_argument("--child-peer", help=argparse.SUPPRESS)
@@ -698,11 +900,17 @@ def main() -> None:
         clock = datetime.fromtimestamp(sim.info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()
         until = clock.isoformat()
-        print(f"simulator {sim.info['base_url']} ({options.edition}, {options.size}): "
-              f"{sim.info['counts']}", flush=True)
+        print(
+            f"simulator {sim.info['base_url']} ({options.edition}, {options.size}): "
+            f"{sim.info['counts']}",
+            flush=True,
+        )
         first_logs: dict[str, list[dict[str, Any]]] = {}
-        runs = [one_repeat(sim, w, i, options, base, since, until, clock, first_logs)
-                for i in range(options.repeat) for w in workloads]
+        runs = [
+            one_repeat(sim, w, i, options, base, since, until, clock, first_logs)
+            for i in range(options.repeat)
+            for w in workloads
+        ]
         if not options.no_nightly_1:
             advanced = sim.advance(1)
             later = sim.clock()
@@ -710,22 +918,37 @@ def main() -> None:
             for w in workloads:
                 last = [r for r in runs if r["workload"] == w][-1]
                 for destination in ("duckdb", "parquet"):
-                    nightly(sim, Path(last["work"]), destination, source_env(sim.edition),
-                            WORKLOADS[w], later, 1, last["results"])
+                    nightly(
+                        sim,
+                        Path(last["work"]),
+                        destination,
+                        source_env(sim.edition),
+                        WORKLOADS[w],
+                        later,
+                        1,
+                        last["results"],
+                    )
         sim_info = sim.info
     finally:
         sim.stop()
         if not options.keep:
             shutil.rmtree(base, ignore_errors=True)
-    doc = {"edition": options.edition, "size": options.size, "since": since, "until": until,
-           "repeat": options.repeat, "concurrency": options.concurrency,
-           "command": "python bench/bench_year.py " + " ".join(sys.argv[1:]),
-           "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
-           "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}", "machine": machine(),
-           "simulator": {k: sim_info[k] for k in ("edition", "size", "seed", "now", "counts")},
-           "summary": {w: summarise(runs, w) for w in workloads},
-           # the working folder is this machine's temp folder: results name it by its place
-           "runs": [{**r, "work": str(Path(r["work"]).relative_to(base))} for r in runs]}
+    doc = {
+        "edition": options.edition,
+        "size": options.size,
+        "since": since,
+        "until": until,
+        "repeat": options.repeat,
+        "concurrency": options.concurrency,
+        "command": "python bench/bench_year.py " + " ".join(sys.argv[1:]),
+        "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
+        "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}",
+        "machine": machine(),
+        "simulator": {k: sim_info[k] for k in ("edition", "size", "seed", "now", "counts")},
+        "summary": {w: summarise(runs, w) for w in workloads},
+        # the working folder is this machine's temp folder: results name it by its place
+        "runs": [{**r, "work": str(Path(r["work"]).relative_to(base))} for r in runs],
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     out.with_suffix(".md").write_text(markdown(doc))

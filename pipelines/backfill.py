@@ -37,8 +37,16 @@ from sources.repo_analytics.report import waited_wall
 from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 
-SIGNATURE_KEYS = ("edition", "base_url", "workspace", "levels", "resources", "projects",
-                  "repositories", "users")
+SIGNATURE_KEYS = (
+    "edition",
+    "base_url",
+    "workspace",
+    "levels",
+    "resources",
+    "projects",
+    "repositories",
+    "users",
+)
 DEFAULT_WINDOW_DAYS = 92  # a quarter: each window is a dlt load, ~0.5 s of fixed cost
 
 
@@ -70,9 +78,11 @@ class BackfillResult:
         """The backfill's duration and waits: wall-clock (at least one thread waiting) and
         summed over every thread."""
         reports = [w.result.report for w in self.windows if w.result]
-        return {"duration_seconds": round(self.seconds, 3),
-                "wait_seconds_wall": round(waited_wall(reports), 3),
-                "wait_seconds_sum": round(sum(r.totals().wait_seconds_sum for r in reports), 3)}
+        return {
+            "duration_seconds": round(self.seconds, 3),
+            "wait_seconds_wall": round(waited_wall(reports), 3),
+            "wait_seconds_sum": round(sum(r.totals().wait_seconds_sum for r in reports), 3),
+        }
 
 
 def window_key(start: datetime, end: datetime) -> str:
@@ -97,12 +107,15 @@ def finished_windows(pipeline: dlt.Pipeline) -> dict[str, Any]:
     finished for (its working folder's state, or the destination's when that is newer)."""
     sources = pipeline.state.get("sources", {})
     resources = sources.get("repo_analytics", {}).get("resources", {})
-    return {key: [wanted] for key, wanted in
-            resources.get(WINDOW_MARKER, {}).get("finished", {}).items()}
+    return {
+        key: [wanted]
+        for key, wanted in resources.get(WINDOW_MARKER, {}).get("finished", {}).items()
+    }
 
 
-def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
-                 now: datetime) -> list[tuple[datetime, datetime]]:
+def plan_windows(
+    since: str | datetime, until: str | datetime | None, days: int, now: datetime
+) -> list[tuple[datetime, datetime]]:
     start = parse_user_instant("since", since)
     end = parse_user_instant("until", until) if until else now.replace(microsecond=0)
     if start >= end:
@@ -112,10 +125,15 @@ def plan_windows(since: str | datetime, until: str | datetime | None, days: int,
     return list(windows(start, end, timedelta(days=days)))
 
 
-def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | datetime | None,
-                 window_days: int = DEFAULT_WINDOW_DAYS,
-                 progress: Progress | None = None, now: datetime | None = None,
-                 **source_args: Any) -> BackfillResult:
+def run_backfill(
+    pipeline: dlt.Pipeline,
+    since: str | datetime,
+    until: str | datetime | None,
+    window_days: int = DEFAULT_WINDOW_DAYS,
+    progress: Progress | None = None,
+    now: datetime | None = None,
+    **source_args: Any,
+) -> BackfillResult:
     """Load [since, until) window by window on `pipeline`, skipping the windows an earlier
     run finished. A failure stops the backfill: the windows loaded before it stay recorded,
     and the failure is raised."""
@@ -141,13 +159,22 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
             window_began = time.monotonic()
             report = RunReport()
             shown.watch(report)
-            loaded = run_load(pipeline, start_date=start.isoformat(), restore=False,
-                              end_date=end.isoformat(), now=clock,
-                              backfill_window={"key": key, "signature": wanted},
-                              host_gate=gate, range_discovery=discovery, views=False,
-                              report=report, **source_args)
-            outcome = WindowOutcome(start, end, False, loaded,
-                                    time.monotonic() - window_began, index)
+            loaded = run_load(
+                pipeline,
+                start_date=start.isoformat(),
+                restore=False,
+                end_date=end.isoformat(),
+                now=clock,
+                backfill_window={"key": key, "signature": wanted},
+                host_gate=gate,
+                range_discovery=discovery,
+                views=False,
+                report=report,
+                **source_args,
+            )
+            outcome = WindowOutcome(
+                start, end, False, loaded, time.monotonic() - window_began, index
+            )
         result.windows.append(outcome)
         shown.window_ended(outcome, index, len(planned))
     if not until and not result.partial:
@@ -158,8 +185,13 @@ def run_backfill(pipeline: dlt.Pipeline, since: str | datetime, until: str | dat
     return result
 
 
-def seed_nightly_cursors(pipeline: dlt.Pipeline, result: BackfillResult, end: datetime,
-                         clock: datetime, source_args: dict[str, Any]) -> None:
+def seed_nightly_cursors(
+    pipeline: dlt.Pipeline,
+    result: BackfillResult,
+    end: datetime,
+    clock: datetime,
+    source_args: dict[str, Any],
+) -> None:
     """A backfill that reached the clock moves the nightly cursors of the scopes its windows
     read up to its end (never back), in one state-only load: the first nightly run then
     reads its look-back, not the 30 days of a first run. Scopes of windows finished by an

@@ -36,75 +36,142 @@ def build_parser() -> argparse.ArgumentParser:
         prog="repo-analytics",
         description="Commit and pull-request analytics from the Repository Analytics Export API.",
     )
-    parser.add_argument("--destination", default="duckdb", metavar="NAME",
-                        help="duckdb (default), parquet (Delta tables of Parquet files on a "
-                             "filesystem), or any dlt destination name configured in .dlt/")
-    parser.add_argument("--duckdb", default="repo_analytics.duckdb", metavar="FILE",
-                        help="the DuckDB file to load into (default repo_analytics.duckdb)")
-    parser.add_argument("--parquet-dir", default="repo_analytics_parquet", metavar="PATH",
-                        help="folder or object-store URL (s3://, gs://, az://) for --destination"
-                             " parquet")
+    parser.add_argument(
+        "--destination",
+        default="duckdb",
+        metavar="NAME",
+        help="duckdb (default), parquet (Delta tables of Parquet files on a "
+        "filesystem), or any dlt destination name configured in .dlt/",
+    )
+    parser.add_argument(
+        "--duckdb",
+        default="repo_analytics.duckdb",
+        metavar="FILE",
+        help="the DuckDB file to load into (default repo_analytics.duckdb)",
+    )
+    parser.add_argument(
+        "--parquet-dir",
+        default="repo_analytics_parquet",
+        metavar="PATH",
+        help="folder or object-store URL (s3://, gs://, az://) for --destination parquet",
+    )
     parser.add_argument("--dataset", default="repo_analytics", help="dataset (schema) name")
-    parser.add_argument("--pipeline-name", default="repo_analytics",
-                        help="dlt pipeline name: one per edition/host loading the same dataset")
-    parser.add_argument("--pipelines-dir", default=None, metavar="DIR",
-                        help="where dlt keeps the pipeline's working state")
-    parser.add_argument("--schemas-dir", default=None, metavar="DIR",
-                        help="where the pinned (import/) and produced (export/) schemas live "
-                        "(default: schemas/ in the working directory)")
-    parser.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                        help="live progress bars (on), nothing (off), or auto (default): bars "
-                             "on a terminal, otherwise a plain line per backfill window")
-    parser.add_argument("--log-level", default="WARNING",
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level")
+    parser.add_argument(
+        "--pipeline-name",
+        default="repo_analytics",
+        help="dlt pipeline name: one per edition/host loading the same dataset",
+    )
+    parser.add_argument(
+        "--pipelines-dir",
+        default=None,
+        metavar="DIR",
+        help="where dlt keeps the pipeline's working state",
+    )
+    parser.add_argument(
+        "--schemas-dir",
+        default=None,
+        metavar="DIR",
+        help="where the pinned (import/) and produced (export/) schemas live "
+        "(default: schemas/ in the working directory)",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="live progress bars (on), nothing (off), or auto (default): bars "
+        "on a terminal, otherwise a plain line per backfill window",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    sim = commands.add_parser("sim", help="serve a simulated API host (cloud or self-hosted)",
-                              description="Serve a simulated API host until stopped.")
+    sim = commands.add_parser(
+        "sim",
+        help="serve a simulated API host (cloud or self-hosted)",
+        description="Serve a simulated API host until stopped.",
+    )
     from simulator.cli import add_arguments
 
     add_arguments(sim)
 
-    load = commands.add_parser("load", help="the incremental load (run it nightly)",
-                               description="Load what changed since the last run.")
+    load = commands.add_parser(
+        "load",
+        help="the incremental load (run it nightly)",
+        description="Load what changed since the last run.",
+    )
     backfill = commands.add_parser(
-        "backfill", help="load a long range in windows, resumable",
+        "backfill",
+        help="load a long range in windows, resumable",
         description="Load [--since, --until) in windows; a rerun resumes at the first "
-                    "unfinished window.")
+        "unfinished window.",
+    )
     backfill.add_argument("--since", default=None, help="first day (or use --days)")
     backfill.add_argument("--until", default=None, help="end, exclusive (default now)")
     backfill.add_argument("--days", type=int, default=None, help="the last N days")
-    backfill.add_argument("--window-days", type=int, default=92,
-                          help="window size in days (92: each window is a dlt load)")
-    backfill.add_argument("--parallel-windows", type=int, default=None,
-                          help=argparse.SUPPRESS)  # no longer used: see backfill_command
+    backfill.add_argument(
+        "--window-days",
+        type=int,
+        default=92,
+        help="window size in days (92: each window is a dlt load)",
+    )
+    backfill.add_argument(
+        "--parallel-windows", type=int, default=None, help=argparse.SUPPRESS
+    )  # no longer used: see backfill_command
     check = commands.add_parser(
-        "check", help="validate config and reach the host (credentials, licence, app)",
-        description="Check config, then make one small request; one line per finding.")
+        "check",
+        help="validate config and reach the host (credentials, licence, app)",
+        description="Check config, then make one small request; one line per finding.",
+    )
     commands.add_parser("state", help="cursors, finished backfill windows, last run")
     reset = commands.add_parser(
-        "reset", help="forget the cursors of some resources (asks first)",
-        description="Forget cursors so the next run re-reads from start_date; tables stay.")
-    reset.add_argument("--resource", required=True, metavar="PREFIX",
-                       help="start of the resource names (see `state`), e.g. commits.repository")
-    reset.add_argument("--windows", action="store_true",
-                       help="also forget the finished backfill windows")
+        "reset",
+        help="forget the cursors of some resources (asks first)",
+        description="Forget cursors so the next run re-reads from start_date; tables stay.",
+    )
+    reset.add_argument(
+        "--resource",
+        required=True,
+        metavar="PREFIX",
+        help="start of the resource names (see `state`), e.g. commits.repository",
+    )
+    reset.add_argument(
+        "--windows", action="store_true", help="also forget the finished backfill windows"
+    )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for command in (load, backfill):
-        command.add_argument("--no-reconcile", action="store_true",
-                             help="skip comparing what landed with the API's statistics")
+        command.add_argument(
+            "--no-reconcile",
+            action="store_true",
+            help="skip comparing what landed with the API's statistics",
+        )
     for command in (load, backfill, check):
         add_setting_flags(command, BACKFILL_OWN if command is backfill else ())
     demo = commands.add_parser(
-        "demo", help="simulator + backfill + nightly load + reconciliation, into DuckDB",
+        "demo",
+        help="simulator + backfill + nightly load + reconciliation, into DuckDB",
         description="Start a simulated host, backfill a year, advance its clock, run a "
-                    "nightly load, reconcile, and print what landed.")
+        "nightly load, reconcile, and print what landed.",
+    )
     # a metavar: else argparse lists the choices (importing the package) while building
-    demo.add_argument("--edition", choices=EditionNames(), default="cloud", metavar="EDITION",
-                      help="one of %(choices)s (default %(default)s)")
+    demo.add_argument(
+        "--edition",
+        choices=EditionNames(),
+        default="cloud",
+        metavar="EDITION",
+        help="one of %(choices)s (default %(default)s)",
+    )
     demo.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
-    demo.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
-                      help="build the simulated history from these git repositories")
+    demo.add_argument(
+        "--from-git",
+        nargs="+",
+        default=(),
+        metavar="PATH",
+        help="build the simulated history from these git repositories",
+    )
     return parser
 
 
@@ -115,7 +182,8 @@ def add_setting_flags(command: argparse.ArgumentParser, skip: Sequence[str] = ()
     from sources.repo_analytics.config import SECRET_KEYS, env_name, user_fields
 
     group = command.add_argument_group(
-        "settings", "each wins over its key in .dlt/config.toml and its environment variable")
+        "settings", "each wins over its key in .dlt/config.toml and its environment variable"
+    )
     for key, spec_field in user_fields():
         if key in SECRET_KEYS or key in skip:
             continue
@@ -126,8 +194,11 @@ def add_setting_flags(command: argparse.ArgumentParser, skip: Sequence[str] = ()
             text = f"{meta['help']} ({default}; {env_name(key)}=true|false)"
         else:
             text = f"{meta['help']}: {meta['valid']} ({default}; {env_name(key)})"
-        options: dict[str, Any] = {"dest": setting_dest(key), "default": None,
-                                   "help": text.replace("%", "%%")}
+        options: dict[str, Any] = {
+            "dest": setting_dest(key),
+            "default": None,
+            "help": text.replace("%", "%%"),
+        }
         if spec_field.type is bool:
             options["action"] = argparse.BooleanOptionalAction
         else:
@@ -170,13 +241,15 @@ def load_command(args: argparse.Namespace) -> int:
     print_summary(result)
     print_pipeline(result.pipeline)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
-    write_report(args, {"load": report.as_dict(),
-                        "reconciliation": check.as_dict() if check else None})
+    write_report(
+        args, {"load": report.as_dict(), "reconciliation": check.as_dict() if check else None}
+    )
     return exit_code(report.partial, check)
 
 
-def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any],
-               run_loads: Iterable[str]) -> Any:
+def reconciled(
+    args: argparse.Namespace, pipeline: Any, reports: list[Any], run_loads: Iterable[str]
+) -> Any:
     """What the runs read, reconciled with the API's statistics and printed; None when
     switched off. Reconciliation never fails a load: a host that refuses it is a note.
     `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again."""
@@ -187,8 +260,9 @@ def reconciled(args: argparse.Namespace, pipeline: Any, reports: list[Any],
     if args.no_reconcile or not windows:
         return None
     try:
-        check = reconcile_pipeline(pipeline, windows, resolved_source_args(args),
-                                   frozenset(run_loads))
+        check = reconcile_pipeline(
+            pipeline, windows, resolved_source_args(args), frozenset(run_loads)
+        )
     except RepoAnalyticsError as error:
         check = Reconciliation(0, [], [f"not run: {error}"])
     check.skipping(reports)
@@ -228,8 +302,10 @@ def config_message(error: BaseException) -> str:
         fields = getattr(error, "fields", []) or ["?"]
         names = ", ".join(f"`{f}`" for f in fields)
         envs = ", ".join(f"SOURCES__REPO_ANALYTICS__{f.upper()}" for f in fields)
-        return (f"config error: {names} not set: put it in .dlt/config.toml (secrets in "
-                f".dlt/secrets.toml) under [sources.repo_analytics], or set {envs}")
+        return (
+            f"config error: {names} not set: put it in .dlt/config.toml (secrets in "
+            f".dlt/secrets.toml) under [sources.repo_analytics], or set {envs}"
+        )
     return f"config error: {error}"
 
 
@@ -255,8 +331,7 @@ def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
 
 
 def fail(code: int, message: str) -> int:
-    print(f"repo-analytics: {message.splitlines()[0] if message else 'failed'}",
-          file=sys.stderr)
+    print(f"repo-analytics: {message.splitlines()[0] if message else 'failed'}", file=sys.stderr)
     return code
 
 
@@ -264,8 +339,10 @@ def print_summary(result: Any) -> None:
     report = result.report
     totals = report.totals()
     status = "partial" if report.partial else "ok"
-    print(f"load {status}: {totals.rows} rows read, {totals.requests} requests, "
-          f"{totals.retries} retries, {waited(totals)}, {len(report.skips)} skipped scopes")
+    print(
+        f"load {status}: {totals.rows} rows read, {totals.requests} requests, "
+        f"{totals.retries} retries, {waited(totals)}, {len(report.skips)} skipped scopes"
+    )
     for skip in report.skips:
         print(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
     for note in report.notes:
@@ -313,8 +390,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def sim_next_steps(args: argparse.Namespace, info: dict[str, Any]) -> list[str]:
     """What `sim` prints after its banner: the `load` that reads this simulator as it is."""
-    return ["load it (paste into another shell; --end-date is the simulator's clock):",
-            "  " + sim_load_command(args, info)]
+    return [
+        "load it (paste into another shell; --end-date is the simulator's clock):",
+        "  " + sim_load_command(args, info),
+    ]
 
 
 def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
@@ -357,23 +436,43 @@ def backfill_command(args: argparse.Namespace) -> int:
         since = (datetime.now(UTC) - timedelta(days=args.days)).date().isoformat()
     check_before_run(args, dates=False)
     if args.parallel_windows is not None:
-        print("note: --parallel-windows is no longer used: the windows load one after another "
-              "on the pipeline, each reading `concurrency` scopes at once", file=sys.stderr)
+        print(
+            "note: --parallel-windows is no longer used: the windows load one after another "
+            "on the pipeline, each reading `concurrency` scopes at once",
+            file=sys.stderr,
+        )
     pipeline = make_cli_pipeline(args)
     with make_progress(args.progress, "backfill") as progress:
-        result = run_backfill(pipeline, since, args.until, args.window_days,
-                              progress=progress, **overrides)
-    print(f"backfill done: {len(result.windows)} windows, "
-          f"{sum(w.resumed for w in result.windows)} already finished before")
+        result = run_backfill(
+            pipeline, since, args.until, args.window_days, progress=progress, **overrides
+        )
+    print(
+        f"backfill done: {len(result.windows)} windows, "
+        f"{sum(w.resumed for w in result.windows)} already finished before"
+    )
     print_pipeline(pipeline)
     loaded = [w.result for w in result.windows if w.result]
-    check = reconciled(args, pipeline, [r.report for r in loaded],
-                       [load_id for r in loaded for load_id in r.load_ids])
-    write_report(args, {"backfill": [
-        {"window": [w.start.isoformat(), w.end.isoformat()], "resumed": w.resumed,
-         "report": w.result.report.as_dict() if w.result else None} for w in result.windows],
-        "backfill_totals": result.totals(),
-        "reconciliation": check.as_dict() if check else None})
+    check = reconciled(
+        args,
+        pipeline,
+        [r.report for r in loaded],
+        [load_id for r in loaded for load_id in r.load_ids],
+    )
+    write_report(
+        args,
+        {
+            "backfill": [
+                {
+                    "window": [w.start.isoformat(), w.end.isoformat()],
+                    "resumed": w.resumed,
+                    "report": w.result.report.as_dict() if w.result else None,
+                }
+                for w in result.windows
+            ],
+            "backfill_totals": result.totals(),
+            "reconciliation": check.as_dict() if check else None,
+        },
+    )
     return exit_code(result.partial, check)
 
 
@@ -407,17 +506,23 @@ def reset_command(args: argparse.Namespace) -> int:
 
     if not args.yes:
         if not sys.stdin.isatty():
-            return fail(EXIT_CONFIG, "config error: reset needs confirmation: add --yes when "
-                        "not on a terminal")
-        answer = input(f"forget the cursors of resources starting `{args.resource}`"
-                       f"{' and the finished backfill windows' if args.windows else ''}? "
-                       "type yes: ")
+            return fail(
+                EXIT_CONFIG,
+                "config error: reset needs confirmation: add --yes when not on a terminal",
+            )
+        answer = input(
+            f"forget the cursors of resources starting `{args.resource}`"
+            f"{' and the finished backfill windows' if args.windows else ''}? "
+            "type yes: "
+        )
         if answer.strip().lower() != "yes":
             print("nothing changed")
             return EXIT_OK
     names = reset(make_cli_pipeline(args), args.resource, args.windows)
-    print(f"forgot the state of {len(names)} resource{'s' if len(names) != 1 else ''}: "
-          f"{', '.join(names)}")
+    print(
+        f"forgot the state of {len(names)} resource{'s' if len(names) != 1 else ''}: "
+        f"{', '.join(names)}"
+    )
     return EXIT_OK
 
 
@@ -427,9 +532,13 @@ def make_cli_pipeline(args: argparse.Namespace) -> Any:
     destination = cli_destination(args)
     if args.destination == "duckdb":
         Path(args.duckdb).parent.mkdir(parents=True, exist_ok=True)
-    return make_pipeline(pipeline_name=args.pipeline_name, destination=destination,
-                         dataset_name=args.dataset, pipelines_dir=args.pipelines_dir,
-                         schemas_dir=Path(args.schemas_dir) if args.schemas_dir else None)
+    return make_pipeline(
+        pipeline_name=args.pipeline_name,
+        destination=destination,
+        dataset_name=args.dataset,
+        pipelines_dir=args.pipelines_dir,
+        schemas_dir=Path(args.schemas_dir) if args.schemas_dir else None,
+    )
 
 
 def cli_destination(args: argparse.Namespace) -> Any:
@@ -450,9 +559,13 @@ def cli_destination(args: argparse.Namespace) -> Any:
         return Destination.from_reference(args.destination)
     except UnknownDestinationModule:
         known = sorted(set(dlt.destinations.__all__) - {"destination"})
-        raise ConfigError("destination", args.destination,
-                          "duckdb, parquet, a dlt destination (" + ", ".join(known)
-                          + ") or a named destination configured in .dlt/") from None
+        raise ConfigError(
+            "destination",
+            args.destination,
+            "duckdb, parquet, a dlt destination ("
+            + ", ".join(known)
+            + ") or a named destination configured in .dlt/",
+        ) from None
 
 
 def check_duckdb_path(text: str) -> None:
@@ -467,8 +580,12 @@ def check_duckdb_path(text: str) -> None:
         folder = folder.parent
     writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
     if path.is_dir() or not writable or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError("duckdb", text, "the path of a file (not a folder) in a writable "
-                          "folder, made when missing: pass --duckdb FILE")
+        raise ConfigError(
+            "duckdb",
+            text,
+            "the path of a file (not a folder) in a writable "
+            "folder, made when missing: pass --duckdb FILE",
+        )
 
 
 def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:

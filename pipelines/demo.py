@@ -41,32 +41,52 @@ def run_demo(args: argparse.Namespace) -> int:
         info = sim.info()
         print(f"simulator: {sim.banner()}", flush=True)
         source_args = demo_source_args(sim, info)
-        pipeline = make_pipeline("repo_analytics_demo", dlt.destinations.duckdb(str(db_file)),
-                                 args.dataset, str(work / "pipelines"), work / "schemas")
+        pipeline = make_pipeline(
+            "repo_analytics_demo",
+            dlt.destinations.duckdb(str(db_file)),
+            args.dataset,
+            str(work / "pipelines"),
+            work / "schemas",
+        )
         clock = datetime.fromtimestamp(info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()
         print(f"backfill [{since} .. {clock.isoformat()}) in 61-day windows:", flush=True)
         with make_progress(args.progress, "demo backfill") as progress:
-            backfill = run_backfill(pipeline, since, clock.isoformat(), 61, now=clock,
-                                    progress=progress, **source_args)
+            backfill = run_backfill(
+                pipeline, since, clock.isoformat(), 61, now=clock, progress=progress, **source_args
+            )
         advanced = sim.advance(days=1)
         late = len(advanced["late_commits"])
-        print(f"advanced the simulated clock one day: {advanced['new_commits']} new commits, "
-              f"{late} pushed late, {len(advanced['pull_request_changes'])} pull requests "
-              "changed state", flush=True)
+        print(
+            f"advanced the simulated clock one day: {advanced['new_commits']} new commits, "
+            f"{late} pushed late, {len(advanced['pull_request_changes'])} pull requests "
+            "changed state",
+            flush=True,
+        )
         new_clock = datetime.fromtimestamp(sim.info()["now"], UTC)
-        nightly = run_load(pipeline, start_date=(new_clock - timedelta(days=30)).isoformat(),
-                           now=new_clock, **source_args)
+        nightly = run_load(
+            pipeline,
+            start_date=(new_clock - timedelta(days=30)).isoformat(),
+            now=new_clock,
+            **source_args,
+        )
         totals = nightly.report.totals()
         print(f"nightly load: {totals.rows} rows read, {totals.requests} requests", flush=True)
         windows = [(w.start, w.end) for w in backfill.windows]
         windows.append((windows[-1][1], new_clock))
         loaded = [*(w.result for w in backfill.windows if w.result), nightly]
-        check = reconcile(str(db_file), args.dataset, windows, source_args,
-                          {load_id for r in loaded for load_id in r.load_ids}).skipping(
-            [r.report for r in loaded])
-    report = {"backfill": [w.result.report.as_dict() for w in backfill.windows if w.result],
-              "nightly": nightly.report.as_dict(), "reconciliation": check.as_dict()}
+        check = reconcile(
+            str(db_file),
+            args.dataset,
+            windows,
+            source_args,
+            {load_id for r in loaded for load_id in r.load_ids},
+        ).skipping([r.report for r in loaded])
+    report = {
+        "backfill": [w.result.report.as_dict() for w in backfill.windows if w.result],
+        "nightly": nightly.report.as_dict(),
+        "reconciliation": check.as_dict(),
+    }
     db_file.with_suffix(".report.json").write_text(json.dumps(report, indent=2, default=str))
     print_summary(db_file, args.dataset, check, advanced["late_commits"])
     print(pipeline_line(pipeline))
@@ -79,8 +99,12 @@ def demo_source_args(sim: Simulator, info: dict[str, Any]) -> dict[str, Any]:
     """The source's settings for the simulated host: the edition's demo levels and the
     credential form it names, read from the simulator's settings of the same names."""
     spec = edition_spec(sim.config.edition)
-    args: dict[str, Any] = {"edition": spec.name, "base_url": sim.base_url,
-                            "levels": list(spec.demo_levels), "statistics_period": "week"}
+    args: dict[str, Any] = {
+        "edition": spec.name,
+        "base_url": sim.base_url,
+        "levels": list(spec.demo_levels),
+        "statistics_period": "week",
+    }
     if spec.needs_workspace:
         args["workspace"] = info["workspace"]
     args.update({name: getattr(sim.config, name) for name in spec.demo_credentials})
@@ -92,26 +116,33 @@ def print_summary(db_file: Path, dataset: str, check: Any, late: list[str]) -> N
         tables = con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
             "table_type = 'BASE TABLE' AND table_name NOT LIKE '_dlt%' ORDER BY 1",
-            [dataset]).fetchall()
+            [dataset],
+        ).fetchall()
         print(f"\nwhat landed in {db_file} (dataset {dataset}):")
         for (table,) in tables:
             count = con.execute(f'SELECT count(*) FROM "{dataset}"."{table}"').fetchone()
             print(f"  {table:40s} {count[0] if count else 0:>9,} rows")
         landed = con.execute(
             f'SELECT count(DISTINCT commit_id) FROM "{dataset}".commits WHERE commit_id IN '
-            f'(SELECT unnest(?::VARCHAR[]))', [late]).fetchone()
+            f"(SELECT unnest(?::VARCHAR[]))",
+            [late],
+        ).fetchone()
         # the server's commit time is UTC; the cloud's is the author's local time, no zone
-        span = con.execute(f'SELECT min(authored_at_utc), max(authored_at_utc), '
-                           f'min(authored_at_local), max(authored_at_local) '
-                           f'FROM "{dataset}".commits').fetchone()
+        span = con.execute(
+            f"SELECT min(authored_at_utc), max(authored_at_utc), "
+            f"min(authored_at_local), max(authored_at_local) "
+            f'FROM "{dataset}".commits'
+        ).fetchone()
     if span and span[0] is not None:
         print(f"commits from {span[0]} to {span[1]}")
     if span and span[2] is not None:
         print(f"commits from {span[2]} to {span[3]} (the authors' local times, no zone)")
     for line in check.summary():
         print(line)
-    print(f"late-pushed commits caught by the nightly run's look-back: "
-          f"{landed[0] if landed else 0} of {len(late)}")
+    print(
+        f"late-pushed commits caught by the nightly run's look-back: "
+        f"{landed[0] if landed else 0} of {len(late)}"
+    )
     print(f"run report: {db_file.with_suffix('.report.json')}")
     print(f"open it: duckdb {db_file}  then  SELECT * FROM {dataset}.commits LIMIT 10;")
     print(f"   or in Python: duckdb.connect('{db_file}').sql('FROM {dataset}.pull_requests')")

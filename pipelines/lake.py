@@ -54,8 +54,9 @@ def delta_tables(pipeline: dlt.Pipeline, *names: str) -> dict[str, Any]:
     found = {}
     client: Any
     with pipeline.destination_client() as client:
-        options = deltalake_storage_options(client.config.credentials,
-                                            client.config.deltalake_storage_options)
+        options = deltalake_storage_options(
+            client.config.credentials, client.config.deltalake_storage_options
+        )
         for name in names:
             location = client.get_open_table_location("delta", name)
             if DeltaTable.is_deltatable(location, options):
@@ -76,9 +77,12 @@ def prune_stale_children(pipeline: dlt.Pipeline, edition: str) -> dict[str, int]
         stale = stale_rows(tables[child.table], roots, child)
         if stale.num_rows:
             match = " AND ".join(f"t.{c} = s.{c}" for c in (*child.parent_key, child.position))
-            (tables[child.table].merge(source=stale, predicate=match, source_alias="s",
-                                       target_alias="t")
-             .when_matched_delete().execute())
+            (
+                tables[child.table]
+                .merge(source=stale, predicate=match, source_alias="s", target_alias="t")
+                .when_matched_delete()
+                .execute()
+            )
             deleted[child.table] = stale.num_rows
     return deleted
 
@@ -93,8 +97,7 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
     """(owner key, position) of each child row written before its owner's newest load."""
     key = [*child.parent_key]
     with duckdb.connect() as con:
-        con.register("children", children.to_pyarrow_table(columns=[*key, child.position,
-                                                                    LOAD_ID]))
+        con.register("children", children.to_pyarrow_table(columns=[*key, child.position, LOAD_ID]))
         owners = []
         for index, root in enumerate(roots):
             if has_load_ids(root):
@@ -109,4 +112,5 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
             f"WITH owner AS (SELECT {names}, max(CAST({LOAD_ID} AS DOUBLE)) AS newest "
             f"FROM ({' UNION ALL '.join(owners)}) GROUP BY ALL) "
             f"SELECT {picked} FROM children c JOIN owner o ON {joined} "
-            f"WHERE CAST(c.{LOAD_ID} AS DOUBLE) < o.newest").to_arrow_table()
+            f"WHERE CAST(c.{LOAD_ID} AS DOUBLE) < o.newest"
+        ).to_arrow_table()

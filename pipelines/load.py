@@ -42,9 +42,13 @@ class LoadResult:
         return tuple(self.info.loads_ids) if self.info is not None else ()
 
 
-def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None,
-                  dataset_name: str = "repo_analytics", pipelines_dir: str | None = None,
-                  schemas_dir: Path | None = None) -> dlt.Pipeline:
+def make_pipeline(
+    pipeline_name: str = "repo_analytics",
+    destination: Any = None,
+    dataset_name: str = "repo_analytics",
+    pipelines_dir: str | None = None,
+    schemas_dir: Path | None = None,
+) -> dlt.Pipeline:
     """The pipeline: DuckDB by default, schemas imported from and exported to `schemas_dir`
     (default: `schemas/` in the working directory, as in a dlt project; never a folder of
     the installed package). dlt writes the first schema it makes into `import/`: that
@@ -64,9 +68,11 @@ def make_pipeline(pipeline_name: str = "repo_analytics", destination: Any = None
 def pipeline_line(pipeline: dlt.Pipeline) -> str:
     """The summary line naming the pipeline, its folder and dlt's command to inspect it."""
     folder = Path(pipeline.pipelines_dir).resolve()
-    return (f"pipeline {pipeline.pipeline_name} in {folder} (inspect it: dlt pipeline "
-            f"--pipelines-dir {shlex.quote(str(folder))} {pipeline.pipeline_name} info | trace"
-            " | show)")
+    return (
+        f"pipeline {pipeline.pipeline_name} in {folder} (inspect it: dlt pipeline "
+        f"--pipelines-dir {shlex.quote(str(folder))} {pipeline.pipeline_name} info | trace"
+        " | show)"
+    )
 
 
 def check_dataset_name(name: str) -> None:
@@ -74,13 +80,22 @@ def check_dataset_name(name: str) -> None:
     others (the staging dataset, the reconciliation's queries)."""
     normalised = NamingConvention().normalize_identifier(name)
     if name != normalised:
-        raise ConfigError("dataset", name, "a plain lower-case name: letters, digits and "
-                          "single underscores, not starting with a digit nor ending with an "
-                          f"underscore (dlt would make it `{normalised}`): pass --dataset NAME")
+        raise ConfigError(
+            "dataset",
+            name,
+            "a plain lower-case name: letters, digits and "
+            "single underscores, not starting with a digit nor ending with an "
+            f"underscore (dlt would make it `{normalised}`): pass --dataset NAME",
+        )
 
 
-def run_load(pipeline: dlt.Pipeline, views: bool = True, report: RunReport | None = None,
-             restore: bool = True, **source_args: Any) -> LoadResult:
+def run_load(
+    pipeline: dlt.Pipeline,
+    views: bool = True,
+    report: RunReport | None = None,
+    restore: bool = True,
+    **source_args: Any,
+) -> LoadResult:
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
     `report` collects the run's counts (a new one when not given). `restore=False` skips
@@ -118,8 +133,7 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
     """The settings a run of the source with `source_args` reads: the arguments that are
     settings over `.dlt/` and the environment (the pipelines' own arguments left out)."""
     fields = RepoAnalyticsConfiguration.get_resolvable_fields()
-    return resolve_settings({k: v for k, v in source_args.items()
-                             if k in fields and v is not None})
+    return resolve_settings({k: v for k, v in source_args.items() if k in fields and v is not None})
 
 
 def stamp_load_ids() -> None:
@@ -187,8 +201,10 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
     the extracted copy. A run killed between the two leaves the package in both places;
     normalizing it again would fail on every later run (its folder is taken), and the copy may
     be partly deleted. The normalized (or loaded) package is the whole one."""
-    committed = {*pipeline.list_normalized_load_packages(),
-                 *pipeline.list_completed_load_packages()}
+    committed = {
+        *pipeline.list_normalized_load_packages(),
+        *pipeline.list_completed_load_packages(),
+    }
     leftovers = committed.intersection(pipeline.list_extracted_load_packages())
     if leftovers:
         extracted = pipeline._get_normalize_storage().extracted_packages

@@ -63,7 +63,8 @@ def last_load(pipeline: dlt.Pipeline) -> Any:
         with pipeline.sql_client() as client:
             rows = client.execute_sql(
                 f"SELECT max(inserted_at) FROM {client.make_qualified_table_name('_dlt_loads')}"
-                " WHERE status = 0")
+                " WHERE status = 0"
+            )
             return rows[0][0] if rows else None
     except Exception:  # noqa: BLE001 - no destination tables yet
         return None
@@ -74,11 +75,15 @@ def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     (and, with `windows`, the finished backfill windows), so the next run reads them from
     `start_date` again. Tables are kept; merge keys make the re-read harmless."""
     states = resource_states(pipeline)
-    names = sorted(f"{name}:{key}" for name, key, _ in scope_states(states)
-                   if f"{name}:{key}".startswith(prefix))
+    names = sorted(
+        f"{name}:{key}"
+        for name, key, _ in scope_states(states)
+        if f"{name}:{key}".startswith(prefix)
+    )
     if not names and not windows:
-        raise ConfigError("resource", prefix, "the start of a resource name shown by "
-                          "`repo-analytics state`")
+        raise ConfigError(
+            "resource", prefix, "the start of a resource name shown by `repo-analytics state`"
+        )
     if names:
         forget_scopes(pipeline, names)
     if windows:
@@ -106,12 +111,16 @@ def check(source_args: dict[str, Any]) -> list[str]:
     plan = build_plan(spec, source_args)
     lines = [f"config: ok ({spec.name}, {plan.api_base}, levels {', '.join(plan.levels)})"]
     client = edition_client(plan, RunReport())
-    endpoint = next(e for e in spec.endpoints
-                    if e.level == spec.top_level and e.resource == "commits")
+    endpoint = next(
+        e for e in spec.endpoints if e.level == spec.top_level and e.resource == "commits"
+    )
     path = endpoint.path.replace("{workspace}", plan.workspace or "")
     now = datetime.now(UTC)
-    params: dict[str, Any] = {**endpoint.params, spec.since_param: wire(now - timedelta(days=1)),
-              spec.until_param: wire(now)}
+    params: dict[str, Any] = {
+        **endpoint.params,
+        spec.since_param: wire(now - timedelta(days=1)),
+        spec.until_param: wire(now),
+    }
     if endpoint.paging is not None:
         params[endpoint.paging.page_size_param] = 1
     client.get_json(path, params, "check")

@@ -61,9 +61,11 @@ class WindowLines(Progress):
         elapsed = time.monotonic() - self.began
         eta = elapsed / self.loaded * (total - ended)
         totals = outcome.result.report.totals()
-        self.say(f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
-                 f"retries, {totals.wait_seconds_wall:.1f} s waited, {outcome.seconds:.1f} s; "
-                 f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s")
+        self.say(
+            f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
+            f"retries, {totals.wait_seconds_wall:.1f} s waited, {outcome.seconds:.1f} s; "
+            f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s"
+        )
         for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
             self.say(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")
 
@@ -132,8 +134,11 @@ class LiveBars(WindowLines):
             self.collector.update("rows", now.rows - self.shown.rows)
             self.collector.update("requests", now.requests - self.shown.requests)
             # seconds waited are a figure, not a rate: shown after the retries that caused them
-            self.collector.update("retries", now.retries - self.shown.retries,
-                                  message=f"waited {now.wait_seconds_wall:.1f} s")
+            self.collector.update(
+                "retries",
+                now.retries - self.shown.retries,
+                message=f"waited {now.wait_seconds_wall:.1f} s",
+            )
             self.shown = now
 
 
@@ -161,7 +166,8 @@ def logs_above_bars(logger: logging.Logger) -> None:
     handlers = list(logger.handlers) or [logging.StreamHandler()]
     for handler in handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(
-                handler, logging.FileHandler):
+            handler, logging.FileHandler
+        ):
             logger.removeHandler(handler)
             logger.addHandler(LogsAboveBars(handler))
 
@@ -187,8 +193,9 @@ def make_progress(mode: str, step: str) -> Progress:
     """`on`: live bars; `off`: nothing; `auto`: bars on a sized terminal, else (backfills)
     one line per window."""
     # a terminal of zero columns (a pseudo-terminal nobody sized) would show no bar at all
-    terminal = (sys.stdout.isatty() and sys.stderr.isatty()
-                and shutil.get_terminal_size((0, 0)).columns > 0)
+    terminal = (
+        sys.stdout.isatty() and sys.stderr.isatty() and shutil.get_terminal_size((0, 0)).columns > 0
+    )
     live = mode == "on" or (mode == "auto" and terminal)
     if live:
         return LiveBars(step)

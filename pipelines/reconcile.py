@@ -68,8 +68,9 @@ def edition_checks(spec: EditionSpec) -> EditionChecks | None:
     pull_requests = repository_endpoint(spec, "pull_requests")
     if spec.reconcile is None or commits is None or pull_requests is None or not commits.cursor:
         return None
-    return EditionChecks(commits.table, commits.cursor, commits.cursor_naive,
-                         pull_requests.table, spec.reconcile)
+    return EditionChecks(
+        commits.table, commits.cursor, commits.cursor_naive, pull_requests.table, spec.reconcile
+    )
 
 
 @dataclass(frozen=True)
@@ -128,51 +129,68 @@ class Reconciliation:
         """The verdict, then up to `shown` mismatches and every note, one line each."""
         if not self.checked and not self.rows_written:
             why = "; ".join(note.removeprefix("not run: ") for note in self.notes)
-            return ["reconciliation with the API's statistics: not run "
-                    f"({why or 'nothing to check'})"]
+            return [
+                f"reconciliation with the API's statistics: not run ({why or 'nothing to check'})"
+            ]
         tolerated = sum(d.verdict != "mismatch" for d in self.differences)
         mismatched = [d for d in self.differences if d.verdict == "mismatch"]
-        lines = [f"reconciliation with the API's statistics: "
-                 f"{'PASSED' if self.ok else 'FAILED'} ({self.checked} checks, "
-                 f"{len(mismatched)} mismatches"
-                 + (f", {tolerated} within the edge tolerance of the zone-less cloud commit "
-                    "date" if tolerated else "")
-                 + (f"; {self.rows_written} statistics rows written by this run from the "
-                    f"API's answers, {self.rows_rechecked} older rows re-checked"
-                    if self.rows_written or self.rows_rechecked else "")
-                 + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked
-                    else "") + ")"]
-        lines += [f"  not checked, skipped by the run: {scope}"
-                  for scope in self.unchecked[:shown]]
+        lines = [
+            f"reconciliation with the API's statistics: "
+            f"{'PASSED' if self.ok else 'FAILED'} ({self.checked} checks, "
+            f"{len(mismatched)} mismatches"
+            + (
+                f", {tolerated} within the edge tolerance of the zone-less cloud commit date"
+                if tolerated
+                else ""
+            )
+            + (
+                f"; {self.rows_written} statistics rows written by this run from the "
+                f"API's answers, {self.rows_rechecked} older rows re-checked"
+                if self.rows_written or self.rows_rechecked
+                else ""
+            )
+            + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked else "")
+            + ")"
+        ]
+        lines += [f"  not checked, skipped by the run: {scope}" for scope in self.unchecked[:shown]]
         if len(self.unchecked) > shown:
-            lines.append(f"  … {len(self.unchecked) - shown} more skipped scopes in the run "
-                         "report")
-        lines += [f"  mismatch {d.repository} {d.window} {d.measure}: API {d.api}, landed "
-                  f"{d.landed}" for d in mismatched[:shown]]
+            lines.append(f"  … {len(self.unchecked) - shown} more skipped scopes in the run report")
+        lines += [
+            f"  mismatch {d.repository} {d.window} {d.measure}: API {d.api}, landed {d.landed}"
+            for d in mismatched[:shown]
+        ]
         if len(mismatched) > shown:
             lines.append(f"  … {len(mismatched) - shown} more in the run report")
         return lines + [f"  {note}" for note in self.notes]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"checked": self.checked, "ok": self.ok,
-                "differences": [asdict(d) for d in self.differences], "notes": self.notes,
-                "unchecked": self.unchecked,
-                "statistics_rows": {"written_by_run": self.rows_written,
-                                    "rechecked": self.rows_rechecked}}
+        return {
+            "checked": self.checked,
+            "ok": self.ok,
+            "differences": [asdict(d) for d in self.differences],
+            "notes": self.notes,
+            "unchecked": self.unchecked,
+            "statistics_rows": {
+                "written_by_run": self.rows_written,
+                "rechecked": self.rows_rechecked,
+            },
+        }
 
 
 def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
     endpoint = endpoint_for(ctx, resource, "repository")
     if endpoint is None:
-        raise ValueError(f"the {ctx.plan.edition.name} edition has no repository-level "
-                         f"`{resource}` endpoint")
+        raise ValueError(
+            f"the {ctx.plan.edition.name} edition has no repository-level `{resource}` endpoint"
+        )
     return endpoint
 
 
 def repository_endpoint(spec: EditionSpec, resource: str) -> Endpoint | None:
     """The edition's repository-level `resource`, if it has one."""
-    return next((e for e in spec.endpoints
-                 if e.resource == resource and e.level == "repository"), None)
+    return next(
+        (e for e in spec.endpoints if e.resource == resource and e.level == "repository"), None
+    )
 
 
 def repository_table(spec: EditionSpec, resource: str) -> str | None:
@@ -184,8 +202,14 @@ def repository_table(spec: EditionSpec, resource: str) -> str | None:
 def refreshing_list(spec: EditionSpec, resource: str) -> Endpoint | None:
     """The repository-level list whose items' changes change rows of statistics `resource`
     (counted by creation period), if any: its table, cursor and creation column."""
-    return next((e for e in spec.endpoints if e.level == "repository"
-                 and e.refreshes is not None and e.refreshes[0] == resource), None)
+    return next(
+        (
+            e
+            for e in spec.endpoints
+            if e.level == "repository" and e.refreshes is not None and e.refreshes[0] == resource
+        ),
+        None,
+    )
 
 
 def measure(endpoint: Endpoint, name: str, body: Any) -> int:
@@ -194,17 +218,25 @@ def measure(endpoint: Endpoint, name: str, body: Any) -> int:
     return int(columns[name].read(body, {}) or 0)
 
 
-def reconcile(db_file: str, dataset: str, windows: list[tuple[datetime, datetime]],
-              source_args: dict[str, Any], run_loads: Collection[str] = ()) -> Reconciliation:
+def reconcile(
+    db_file: str,
+    dataset: str,
+    windows: list[tuple[datetime, datetime]],
+    source_args: dict[str, Any],
+    run_loads: Collection[str] = (),
+) -> Reconciliation:
     """Compare every repository of a DuckDB file's dataset, window by window, with the API.
     `run_loads`: the ids of the run's own loads (see `reconcile_with`)."""
     with duckdb.connect(db_file, read_only=True) as con:
         return reconcile_with(con, dataset, windows, source_args, run_loads)
 
 
-def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, datetime]],
-                       source_args: dict[str, Any], run_loads: Collection[str] = ()
-                       ) -> Reconciliation:
+def reconcile_pipeline(
+    pipeline: dlt.Pipeline,
+    windows: list[tuple[datetime, datetime]],
+    source_args: dict[str, Any],
+    run_loads: Collection[str] = (),
+) -> Reconciliation:
     """Reconcile what a run loaded into the pipeline's destination: a DuckDB file, or Delta
     tables on a filesystem (read with dlt's deltalake helper); other destinations are not
     reconciled (a note says so). `run_loads`: the ids of the run's own loads (see
@@ -214,32 +246,46 @@ def reconcile_pipeline(pipeline: dlt.Pipeline, windows: list[tuple[datetime, dat
     spec = EDITION_SPECS.get(str(edition))
     checks = edition_checks(spec) if spec is not None else None
     if spec is None or checks is None:
-        return Reconciliation(0, [], [f"not run: unknown edition {edition!r}" if spec is None
-                                      else f"not run: the {edition} edition has nothing to "
-                                      "reconcile"])
+        return Reconciliation(
+            0,
+            [],
+            [
+                f"not run: unknown edition {edition!r}"
+                if spec is None
+                else f"not run: the {edition} edition has nothing to reconcile"
+            ],
+        )
     if name == "duckdb":
         with pipeline.sql_client() as client:
-            return reconcile_with(client.native_connection, pipeline.dataset_name, windows,
-                                  source_args, run_loads)
+            return reconcile_with(
+                client.native_connection, pipeline.dataset_name, windows, source_args, run_loads
+            )
     if name == "filesystem":
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
             statistics = [repository_table(spec, c.resource) for c in checks.statistics]
-            for table, delta in delta_tables(pipeline, checks.commit_table, checks.pr_table,
-                                             *filter(None, statistics)).items():
+            for table, delta in delta_tables(
+                pipeline, checks.commit_table, checks.pr_table, *filter(None, statistics)
+            ).items():
                 # a table, not a dataset: filters pushed into the dataset fail on string_view
                 con.register(f"{table}__delta", delta.to_pyarrow_table())
-                con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
-                            f'SELECT * FROM "{table}__delta"')
+                con.execute(
+                    f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
+                    f'SELECT * FROM "{table}__delta"'
+                )
             return reconcile_with(con, pipeline.dataset_name, windows, source_args, run_loads)
-    return Reconciliation(0, [], [f"not run: reconciliation reads DuckDB or Delta tables, "
-                                  f"not the {name} destination"])
+    return Reconciliation(
+        0, [], [f"not run: reconciliation reads DuckDB or Delta tables, not the {name} destination"]
+    )
 
 
-def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
-                   windows: list[tuple[datetime, datetime]],
-                   source_args: dict[str, Any], run_loads: Collection[str] = ()
-                   ) -> Reconciliation:
+def reconcile_with(
+    con: duckdb.DuckDBPyConnection,
+    dataset: str,
+    windows: list[tuple[datetime, datetime]],
+    source_args: dict[str, Any],
+    run_loads: Collection[str] = (),
+) -> Reconciliation:
     """Every repository of the dataset, window by window, for what the run read (repository-
     level commits, pull requests, or both): the API's statistics are fetched in parallel
     (`concurrency` at once), then compared with what landed.
@@ -258,32 +304,56 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
     client = edition_client(plan, RunReport())
     ctx = ReadContext(plan, client, client.report)
     con.execute(f"SET schema '{dataset}'")
-    present = {name for (name,) in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
-        [dataset]).fetchall()}
+    present = {
+        name
+        for (name,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [dataset]
+        ).fetchall()
+    }
     read = "repository" in plan.levels
     measures = Measures(
         read and "commits" in plan.resources and checks.commit_table in present,
         read and "pull_requests" in plan.resources and checks.pr_table in present,
-        tuple(c for c in checks.statistics if read and c.resource in plan.resources
-              and repository_table(spec, c.resource) in present))
+        tuple(
+            c
+            for c in checks.statistics
+            if read
+            and c.resource in plan.resources
+            and repository_table(spec, c.resource) in present
+        ),
+    )
     if not (measures.commits or measures.pull_requests or measures.statistics):
-        result.notes.append("not run: the run read no repository-level commits, pull "
-                            "requests or statistics into this dataset")
+        result.notes.append(
+            "not run: the run read no repository-level commits, pull "
+            "requests or statistics into this dataset"
+        )
         return result
-    wanted = None if plan.repositories is None else {
-        tuple(name.split("/")) for name in plan.repositories}
+    wanted = (
+        None
+        if plan.repositories is None
+        else {tuple(name.split("/")) for name in plan.repositories}
+    )
     jobs = []
     if measures.commits or measures.pull_requests:
         key = ", ".join(spec.repository_key)
         table = checks.commit_table if measures.commits else checks.pr_table
-        repositories = [tuple(names) for names in con.execute(
-            f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()]
-        jobs = [(names, start, end) for names in repositories for start, end in windows
-                if wanted is None or names in wanted]
-    stored = [row for check in measures.statistics
-              for row in stored_periods(con, spec, check, plan.statistics_period, windows,
-                                        present, wanted)]
+        repositories = [
+            tuple(names)
+            for names in con.execute(f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()
+        ]
+        jobs = [
+            (names, start, end)
+            for names in repositories
+            for start, end in windows
+            if wanted is None or names in wanted
+        ]
+    stored = [
+        row
+        for check in measures.statistics
+        for row in stored_periods(
+            con, spec, check, plan.statistics_period, windows, present, wanted
+        )
+    ]
     own = frozenset(run_loads)
     rows = [row for row in stored if row.load_id is None or row.load_id not in own]
     result.rows_written, result.rows_rechecked = len(stored) - len(rows), len(rows)
@@ -300,32 +370,47 @@ def reconcile_with(con: duckdb.DuckDBPyConnection, dataset: str,
     return result
 
 
-def stored_periods(con: duckdb.DuckDBPyConnection, spec: EditionSpec, check: StatisticsCheck,
-                   period: str, windows: list[tuple[datetime, datetime]], present: set[str],
-                   wanted: set[tuple[str, ...]] | None) -> list[StoredPeriod]:
+def stored_periods(
+    con: duckdb.DuckDBPyConnection,
+    spec: EditionSpec,
+    check: StatisticsCheck,
+    period: str,
+    windows: list[tuple[datetime, datetime]],
+    present: set[str],
+    wanted: set[tuple[str, ...]] | None,
+) -> list[StoredPeriod]:
     """The stored repository-level rows of one statistics table (of the run's `period`
     grain) that the run should have written or read again: those overlapping a window, and
     those in which items of the refreshing list updated in a window were created."""
     table = repository_table(spec, check.resource)
     listing = refreshing_list(spec, check.resource)
-    stamped = bool(con.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = ? AND column_name = ?", [table, LOAD_ID]).fetchall())
+    stamped = bool(
+        con.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = ? AND column_name = ?",
+            [table, LOAD_ID],
+        ).fetchall()
+    )
     scope = f's."{check.scope_column}"'
-    where = "s.period = ?" + ("" if check.level_column is None
-                              else f" AND s.\"{check.level_column}\" = 'repository'")
+    where = "s.period = ?" + (
+        "" if check.level_column is None else f" AND s.\"{check.level_column}\" = 'repository'"
+    )
     held = "s.period_start < ? AND s.period_end > ?"
     changed = "FALSE"
     if listing is not None and listing.refreshes is not None and listing.table in present:
         names = ", ".join(f'p."{c}"' for c in spec.repository_key)
         created, updated = listing.refreshes[1], listing.cursor
-        changed = (f"EXISTS (SELECT 1 FROM {listing.table} p WHERE concat_ws('/', {names}) = "
-                   f'{scope} AND p."{updated}" >= ? AND p."{updated}" < ? '
-                   f'AND p."{created}" >= s.period_start AND p."{created}" < s.period_end)')
+        changed = (
+            f"EXISTS (SELECT 1 FROM {listing.table} p WHERE concat_ws('/', {names}) = "
+            f'{scope} AND p."{updated}" >= ? AND p."{updated}" < ? '
+            f'AND p."{created}" >= s.period_start AND p."{created}" < s.period_end)'
+        )
     measures = ", ".join(f's."{m}"' for m in check.measures)
     load_id = f's."{LOAD_ID}"' if stamped else "NULL"  # a table older than the stamping
-    sql = (f"SELECT {scope}, s.period_start, s.period_end, {load_id}, {measures} "
-           f"FROM {table} s WHERE {where} AND (({held}) OR {changed})")
+    sql = (
+        f"SELECT {scope}, s.period_start, s.period_end, {load_id}, {measures} "
+        f"FROM {table} s WHERE {where} AND (({held}) OR {changed})"
+    )
     found: dict[tuple[Any, ...], StoredPeriod] = {}
     for start, end in windows:
         params = [period, end, start, *((start, end) if changed != "FALSE" else ())]
@@ -333,8 +418,13 @@ def stored_periods(con: duckdb.DuckDBPyConnection, spec: EditionSpec, check: Sta
             repository = tuple(str(key).split("/"))
             if wanted is None or repository in wanted:
                 found[(key, period_start)] = StoredPeriod(
-                    check, repository, period_start.astimezone(UTC), period_end.astimezone(UTC),
-                    tuple(int(v or 0) for v in landed), None if load is None else str(load))
+                    check,
+                    repository,
+                    period_start.astimezone(UTC),
+                    period_end.astimezone(UTC),
+                    tuple(int(v or 0) for v in landed),
+                    None if load is None else str(load),
+                )
     return sorted(found.values(), key=lambda r: (r.names, r.start))
 
 
@@ -345,30 +435,48 @@ def api_period(ctx: ReadContext, row: StoredPeriod) -> tuple[int, ...] | str:
     endpoint = required_endpoint(ctx, row.check.resource)
     dates = {spec.since_param: wire(row.start), spec.until_param: wire(row.end)}
     try:
-        body = ctx.client.get_json(repository_scope(ctx, row.names).path(endpoint.path),
-                                   {**endpoint.params, **dates}, "reconcile").body
+        body = ctx.client.get_json(
+            repository_scope(ctx, row.names).path(endpoint.path),
+            {**endpoint.params, **dates},
+            "reconcile",
+        ).body
     except SkippableApiError as error:
-        return (f"{'/'.join(row.names)} {row.check.resource} {row.start.date()}.."
-                f"{row.end.date()} not checked: {error}")
+        return (
+            f"{'/'.join(row.names)} {row.check.resource} {row.start.date()}.."
+            f"{row.end.date()} not checked: {error}"
+        )
     return tuple(measure(endpoint, name, body) for name in row.check.measures)
 
 
-def compare_period(row: StoredPeriod, answer: tuple[int, ...] | str,
-                   result: Reconciliation) -> None:
+def compare_period(
+    row: StoredPeriod, answer: tuple[int, ...] | str, result: Reconciliation
+) -> None:
     if isinstance(answer, str):
         result.notes.append(answer)
         return
     for measure, api_value, landed in zip(row.check.measures, answer, row.landed, strict=True):
         result.checked += 1
         if api_value != landed:
-            result.differences.append(Difference(
-                "/".join(row.names), f"{row.start.date()}..{row.end.date()}",
-                f"{row.check.resource}_{measure}", api_value, landed, "mismatch"))
+            result.differences.append(
+                Difference(
+                    "/".join(row.names),
+                    f"{row.start.date()}..{row.end.date()}",
+                    f"{row.check.resource}_{measure}",
+                    api_value,
+                    landed,
+                    "mismatch",
+                )
+            )
 
 
-def api_statistics(ctx: ReadContext, checks: EditionChecks, measures: Measures,
-                   names: tuple[str, ...], start: datetime, end: datetime
-                   ) -> tuple[Any, Any] | str:
+def api_statistics(
+    ctx: ReadContext,
+    checks: EditionChecks,
+    measures: Measures,
+    names: tuple[str, ...],
+    start: datetime,
+    end: datetime,
+) -> tuple[Any, Any] | str:
     """The API's commit and pull-request statistics of one repository and window, or why
     they could not be read (a scope the host skips: forbidden, not indexed)."""
     spec = ctx.plan.edition
@@ -378,30 +486,48 @@ def api_statistics(ctx: ReadContext, checks: EditionChecks, measures: Measures,
     try:
         if measures.commits:
             commit_stats = required_endpoint(ctx, checks.spec.commit_statistics)
-            body = ctx.client.get_json(scope.path(commit_stats.path),
-                                       {**commit_stats.params, **dates}, "reconcile").body
-            stats = tuple(measure(commit_stats, name, body)
-                          for name in checks.spec.commit_measures)
+            body = ctx.client.get_json(
+                scope.path(commit_stats.path), {**commit_stats.params, **dates}, "reconcile"
+            ).body
+            stats = tuple(measure(commit_stats, name, body) for name in checks.spec.commit_measures)
         if not measures.pull_requests:
             return stats, None
         pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
-        by_update = {k: v for k, v in required_endpoint(ctx, "pull_requests").params.items()
-                     if k in pr_endpoint.params}  # the list's date type: updated
-        body = ctx.client.get_json(scope.path(pr_endpoint.path),
-                                   {**pr_endpoint.params, **by_update, **dates},
-                                   "reconcile").body
+        by_update = {
+            k: v
+            for k, v in required_endpoint(ctx, "pull_requests").params.items()
+            if k in pr_endpoint.params
+        }  # the list's date type: updated
+        body = ctx.client.get_json(
+            scope.path(pr_endpoint.path), {**pr_endpoint.params, **by_update, **dates}, "reconcile"
+        ).body
         pr_stats = {state: measure(pr_endpoint, state, body) for state in checks.spec.pr_states}
     except SkippableApiError as error:
         return f"{'/'.join(names)} {start.date()}..{end.date()} not checked: {error}"
     return stats, pr_stats
 
 
-def compare_window(con: duckdb.DuckDBPyConnection, spec: EditionSpec, checks: EditionChecks,
-                   names: tuple[str, ...], start: datetime, end: datetime,
-                   answers: tuple[Any, Any], result: Reconciliation, measures: Measures) -> None:
+def compare_window(
+    con: duckdb.DuckDBPyConnection,
+    spec: EditionSpec,
+    checks: EditionChecks,
+    names: tuple[str, ...],
+    start: datetime,
+    end: datetime,
+    answers: tuple[Any, Any],
+    result: Reconciliation,
+    measures: Measures,
+) -> None:
     stats, pr_stats = answers
-    window = WindowCheck(con, checks, " AND ".join(f"{c} = ?" for c in spec.repository_key),
-                         names, start, end, result)
+    window = WindowCheck(
+        con,
+        checks,
+        " AND ".join(f"{c} = ?" for c in spec.repository_key),
+        names,
+        start,
+        end,
+        result,
+    )
     if measures.commits:
         window.commits(stats)
     if measures.pull_requests:
@@ -421,43 +547,63 @@ class WindowCheck:
     result: Reconciliation
 
     def differs(self, measure: str, api: int, landed: int, verdict: str) -> None:
-        self.result.differences.append(Difference(
-            "/".join(self.names), f"{self.start.date()}..{self.end.date()}", measure, api,
-            int(landed), verdict))
+        self.result.differences.append(
+            Difference(
+                "/".join(self.names),
+                f"{self.start.date()}..{self.end.date()}",
+                measure,
+                api,
+                int(landed),
+                verdict,
+            )
+        )
 
     def commits(self, stats: Any) -> None:
         checks, table, at = self.checks, self.checks.commit_table, self.checks.commit_time
-        low, high = (self.start.replace(tzinfo=None), self.end.replace(tzinfo=None)) \
-            if checks.commit_time_is_local else (self.start, self.end)
+        low, high = (
+            (self.start.replace(tzinfo=None), self.end.replace(tzinfo=None))
+            if checks.commit_time_is_local
+            else (self.start, self.end)
+        )
         landed = self.con.execute(
             f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
             f"WHERE {self.where_repo} AND {at} >= ? AND {at} < ?",
-            [*self.names, low, high]).fetchone() or (0, 0)
+            [*self.names, low, high],
+        ).fetchone() or (0, 0)
         edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
         if checks.commit_time_is_local:
             near = self.con.execute(
                 f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
                 f"WHERE {self.where_repo} AND (({at} >= ? AND {at} < ?) OR "
                 f"({at} >= ? AND {at} < ?))",
-                [*self.names, low - EDGE, low + EDGE, high - EDGE, high + EDGE]
+                [*self.names, low - EDGE, low + EDGE, high - EDGE, high + EDGE],
             ).fetchone() or (0, 0)
             edge = {"commits": int(near[0]), "lines_added": int(near[1])}
-        for name, api_value, landed_value in (("commits", stats[0], landed[0]),
-                                              ("lines_added", stats[1], landed[1])):
+        for name, api_value, landed_value in (
+            ("commits", stats[0], landed[0]),
+            ("lines_added", stats[1], landed[1]),
+        ):
             self.result.checked += 1
             if api_value != landed_value:
-                self.differs(name, api_value, landed_value,
-                             "within_edge_tolerance"
-                             if abs(api_value - landed_value) <= edge[name] else "mismatch")
+                self.differs(
+                    name,
+                    api_value,
+                    landed_value,
+                    "within_edge_tolerance"
+                    if abs(api_value - landed_value) <= edge[name]
+                    else "mismatch",
+                )
 
     def pull_requests(self, pr_stats: Any) -> None:
-        counts = dict(self.con.execute(
-            f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
-            f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
-            [*self.names, self.start, self.end]).fetchall())
+        counts = dict(
+            self.con.execute(
+                f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
+                f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
+                [*self.names, self.start, self.end],
+            ).fetchall()
+        )
         for state in self.checks.spec.pr_states:
             self.result.checked += 1
             api_value = pr_stats[state]
             if api_value != counts.get(state, 0):
-                self.differs(f"pull_requests_{state}", api_value, counts.get(state, 0),
-                             "mismatch")
+                self.differs(f"pull_requests_{state}", api_value, counts.get(state, 0), "mismatch")

@@ -17,21 +17,21 @@ from sources.repo_analytics import EDITION_SPECS
 # view -> its columns, in the order every edition's SELECT produces them
 COLUMNS: Final[dict[str, str]] = {
     "commits": "edition, project_key, repository_slug, commit_id, author_name, author_email, "
-               "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
-               "is_merge, parent_count",
+    "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
+    "is_merge, parent_count",
     "pull_requests": "edition, project_key, repository_slug, pull_request_id, title, state, "
-                     "created_at, updated_at, closed_at, author_name, author_user, "
-                     "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
-                     "resolved_at_source",
+    "created_at, updated_at, closed_at, author_name, author_user, "
+    "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
+    "resolved_at_source",
     "pull_request_statistics": "edition, level, scope, period, period_start, period_end, "
-                               "pull_requests, open, merged, declined, superseded",
+    "pull_requests, open, merged, declined, superseded",
     "commit_statistics": "edition, level, scope, period, period_start, period_end, commits, "
-                         "lines_added, lines_deleted",
+    "lines_added, lines_deleted",
     "commits_by_level": "edition, level, scope, project_key, repository_slug, commit_id, "
-                        "day, day_basis, is_merge, lines_added, lines_deleted",
+    "day, day_basis, is_merge, lines_added, lines_deleted",
     "pull_requests_by_level": "edition, level, scope, project_key, repository_slug, "
-                              "pull_request_id, state, created_at, resolved_at, "
-                              "resolved_at_source",
+    "pull_request_id, state, created_at, resolved_at, "
+    "resolved_at_source",
 }
 # BI views over the canonical ones (issue 5 adds more).
 DERIVED: Final[dict[str, str]] = {
@@ -121,8 +121,11 @@ def edition_views() -> dict[str, list[tuple[str, str]]]:
 
 def optional_tables() -> dict[str, Mapping[str, str]]:
     """optional table -> the columns the editions' SELECTs read from it, with their types."""
-    return {table: needed for spec in EDITION_SPECS.values()
-            for table, needed in spec.optional_tables.items()}
+    return {
+        table: needed
+        for spec in EDITION_SPECS.values()
+        for table, needed in spec.optional_tables.items()
+    }
 
 
 def create_views(pipeline: Any) -> list[str]:
@@ -133,17 +136,26 @@ def create_views(pipeline: Any) -> list[str]:
     created: list[str] = []
     with pipeline.sql_client() as client:
         dataset = client.fully_qualified_dataset_name()
-        existing = {row[0] for row in client.execute_sql(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-            pipeline.dataset_name)}
+        existing = {
+            row[0]
+            for row in client.execute_sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                pipeline.dataset_name,
+            )
+        }
         columns: dict[str, set[str]] = {}
         for table, column in client.execute_sql(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_schema = %s", pipeline.dataset_name):
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = %s",
+            pipeline.dataset_name,
+        ):
             columns.setdefault(table, set()).add(column)
-        optional = {f"{{optional:{table}}}": optional_relation(dataset, table, needed,
-                                                              columns.get(table, set()))
-                    for table, needed in optional_tables().items()}
+        optional = {
+            f"{{optional:{table}}}": optional_relation(
+                dataset, table, needed, columns.get(table, set())
+            )
+            for table, needed in optional_tables().items()
+        }
         for view, parts in edition_views().items():
             selects = [sql for table, sql in parts if table in existing]
             if not selects:
@@ -152,19 +164,22 @@ def create_views(pipeline: Any) -> list[str]:
             for placeholder, relation in optional.items():
                 union = union.replace(placeholder, relation)
             client.execute_sql(
-                f"CREATE OR REPLACE VIEW {dataset}.{view} ({COLUMNS[view]}) AS {union}")
+                f"CREATE OR REPLACE VIEW {dataset}.{view} ({COLUMNS[view]}) AS {union}"
+            )
             existing.add(view)
             created.append(view)
         for view, sql in DERIVED.items():
             if DERIVED_FROM[view] in existing:
-                client.execute_sql(f"CREATE OR REPLACE VIEW {dataset}.{view} AS "
-                                   + sql.replace("{d}", dataset))
+                client.execute_sql(
+                    f"CREATE OR REPLACE VIEW {dataset}.{view} AS " + sql.replace("{d}", dataset)
+                )
                 created.append(view)
     return created
 
 
-def optional_relation(dataset: str, table: str, needed: Mapping[str, str],
-                      present: set[str]) -> str:
+def optional_relation(
+    dataset: str, table: str, needed: Mapping[str, str], present: set[str]
+) -> str:
     """The table when it has the needed columns; else no rows with those columns and types."""
     if set(needed) <= present:
         return f"{dataset}.{table}"

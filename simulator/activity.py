@@ -27,17 +27,27 @@ def commits_per_hour(world: World) -> float:
     return max(1.0, len(world.commits) / span_h)
 
 
-def add_commit_at(world: World, rng: random.Random, repo: str, when: int, pushed: int,
-                  author: int | None = None) -> Commit:
+def add_commit_at(
+    world: World, rng: random.Random, repo: str, when: int, pushed: int, author: int | None = None
+) -> Commit:
     """A commit on top of the repository's newest commit, authored at `when`."""
     newest = world.commit_index[("repo", repo)].newest_at_or_before(when)
     parents = (world.commits[newest].hash,) if newest is not None else ()
     if author is None:
         author = rng.randrange(len(world.authors))
     added, deleted = heavy_tailed_lines(rng, False)
-    commit = Commit(idx=0, hash=new_hash(rng), repo=repo, author=author, time=when,
-                    tz_minutes=world.authors[author].tz_minutes, parents=parents,
-                    added=added, deleted=deleted, pushed=pushed)
+    commit = Commit(
+        idx=0,
+        hash=new_hash(rng),
+        repo=repo,
+        author=author,
+        time=when,
+        tz_minutes=world.authors[author].tz_minutes,
+        parents=parents,
+        added=added,
+        deleted=deleted,
+        pushed=pushed,
+    )
     world.add_commit(commit)
     return commit
 
@@ -52,14 +62,24 @@ def advance(world: World, seconds: int, edition_states: tuple[str, ...]) -> dict
         summary: dict[str, object] = {"from": old_now, "to": new_now}
 
         expected = commits_per_hour(world) * seconds / 3600
-        fresh = [add_commit_at(world, rng, rng.choice(repos), t, t + int(rng.expovariate(1 / 600)))
-                 for t in sorted(old_now + 1 + int(rng.random() * (seconds - 1))
-                                 for _ in range(int(expected)))]
+        fresh = [
+            add_commit_at(world, rng, rng.choice(repos), t, t + int(rng.expovariate(1 / 600)))
+            for t in sorted(
+                old_now + 1 + int(rng.random() * (seconds - 1)) for _ in range(int(expected))
+            )
+        ]
         late = []
         for _ in range(max(2, len(fresh) // 20)):
             when = old_now - int(rng.random() * LATE_WINDOW_S)
-            late.append(add_commit_at(world, rng, rng.choice(repos), when,
-                                      old_now + 1 + int(rng.random() * (seconds - 1))))
+            late.append(
+                add_commit_at(
+                    world,
+                    rng,
+                    rng.choice(repos),
+                    when,
+                    old_now + 1 + int(rng.random() * (seconds - 1)),
+                )
+            )
         summary["new_commits"] = len(fresh)
         summary["late_commits"] = [c.hash for c in late]
 
@@ -100,8 +120,9 @@ def advance(world: World, seconds: int, edition_states: tuple[str, ...]) -> dict
                 add_commit_at(world, rng, rng.choice(repos), new_now - 60, new_now - 30, author)
             name = repo_name(len(world.repos) + 1000)
             project = rng.choice(list(world.projects))
-            world.add_repo(Repository(slug=name, name=name, project_key=project,
-                                      created_ms=old_now * 1000))
+            world.add_repo(
+                Repository(slug=name, name=name, project_key=project, created_ms=old_now * 1000)
+            )
             for k in range(3):
                 add_commit_at(world, rng, name, old_now + 100 + k, old_now + 200 + k)
             new_repos.append(name)
@@ -111,8 +132,9 @@ def advance(world: World, seconds: int, edition_states: tuple[str, ...]) -> dict
         return summary
 
 
-def insert_while_paging(world: World, scope: Scope, kind: str, since: int | None,
-                        until: int | None) -> None:
+def insert_while_paging(
+    world: World, scope: Scope, kind: str, since: int | None, until: int | None
+) -> None:
     """One new item inside the window being paged, so page boundaries shift under a client."""
     with world.lock:
         rng = random.Random(world.seed * 7_919 + world.version)

@@ -32,8 +32,8 @@ OLD_APP_PAGE = (
 )
 LOGIN_PAGE = (
     "<!DOCTYPE html><html><head><title>Sign in - Company SSO</title></head><body>"
-    "<form method=\"post\" action=\"/sso/login\"><input name=\"username\">"
-    "<input type=\"password\" name=\"password\"><button>Sign in</button></form></body></html>"
+    '<form method="post" action="/sso/login"><input name="username">'
+    '<input type="password" name="password"><button>Sign in</button></form></body></html>'
 )
 GATEWAY_PAGE = "<html><body><h1>{status} Gateway error</h1><p>upstream failed</p></body></html>"
 
@@ -77,21 +77,31 @@ class RequestLog:
         with self._lock:
             self.serial += 1
             self.counts[(endpoint, status)] += 1
-            self.entries.append({
-                "n": self.serial, "method": request.method, "path": request.path,
-                "endpoint": endpoint, "params": dict(request.query), "status": status,
-                "auth": scheme, "fault": fault,
-                "accept": request.headers.get("accept"),
-            })
+            self.entries.append(
+                {
+                    "n": self.serial,
+                    "method": request.method,
+                    "path": request.path,
+                    "endpoint": endpoint,
+                    "params": dict(request.query),
+                    "status": status,
+                    "auth": scheme,
+                    "fault": fault,
+                    "accept": request.headers.get("accept"),
+                }
+            )
 
     def describe(self, since: int) -> dict[str, Any]:
         with self._lock:
             by_endpoint: dict[str, dict[str, int]] = {}
             for (endpoint, status), count in sorted(self.counts.items()):
                 by_endpoint.setdefault(endpoint, {})[str(status)] = count
-            return {"total": self.serial, "by_endpoint": by_endpoint,
-                    "open_max": self.open_max,
-                    "log": [e for e in self.entries if e["n"] > since]}
+            return {
+                "total": self.serial,
+                "by_endpoint": by_endpoint,
+                "open_max": self.open_max,
+                "log": [e for e in self.entries if e["n"] > since],
+            }
 
     def reset(self) -> None:
         with self._lock:
@@ -103,8 +113,9 @@ class RequestLog:
 class HostApp:
     """One simulated host: config, world, edition, faults, request log."""
 
-    def __init__(self, config: SimConfig, world: World,
-                 edition_factory: Callable[[HostApp], EditionBase]) -> None:
+    def __init__(
+        self, config: SimConfig, world: World, edition_factory: Callable[[HostApp], EditionBase]
+    ) -> None:
         self.config = config
         self.conditions = config.conditions
         self.world = world
@@ -133,23 +144,32 @@ class HostApp:
         endpoint, found = self._match(request.path)
         fault = self.faults.draw(endpoint)
         response = self._answer(request, endpoint, found, fault)
-        self.log.record(request, endpoint, response.status if response.transport != "reset"
-                        else 0, fault.kind if fault else None)
+        self.log.record(
+            request,
+            endpoint,
+            response.status if response.transport != "reset" else 0,
+            fault.kind if fault else None,
+        )
         return response
 
     def _match(self, path: str) -> tuple[str, tuple[Route, dict[str, str]] | None]:
         prefix = self.config.prefix
         if not path.startswith(prefix + "/"):
             return "unknown", None
-        below = path[len(prefix):]
+        below = path[len(prefix) :]
         for candidate in self.edition.routes:
             matched = candidate.pattern.match(below)
             if matched:
                 return candidate.name, (candidate, matched.groupdict())
         return "unknown", None
 
-    def _answer(self, request: Request, endpoint: str,
-                found: tuple[Route, dict[str, str]] | None, fault: Fault | None) -> Response:
+    def _answer(
+        self,
+        request: Request,
+        endpoint: str,
+        found: tuple[Route, dict[str, str]] | None,
+        fault: Fault | None,
+    ) -> Response:
         if fault is not None and fault.kind != "insert":
             faulted = self._fault_response(fault)
             if faulted is not None:

@@ -15,31 +15,48 @@ from .generate import SIZES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--edition", choices=EDITIONS, default="cloud",
-                        help="which API edition to serve (default: cloud)")
+    parser.add_argument(
+        "--edition",
+        choices=EDITIONS,
+        default="cloud",
+        help="which API edition to serve (default: cloud)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default)")
     parser.add_argument("--seed", type=int, default=1, help="data seed (default 1)")
-    parser.add_argument("--size", choices=tuple(SIZES), default="small",
-                        help="dataset size (default small)")
-    parser.add_argument("--from-git", nargs="+", default=(), metavar="PATH",
-                        help="build the dataset from these local git repositories instead")
-    parser.add_argument("--faults", default="", metavar="SPEC",
-                        help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)")
-    parser.add_argument("--now", type=int, default=None,
-                        help="the simulated clock, epoch seconds "
-                             "(default: the current hour, rounded down)")
+    parser.add_argument(
+        "--size", choices=tuple(SIZES), default="small", help="dataset size (default small)"
+    )
+    parser.add_argument(
+        "--from-git",
+        nargs="+",
+        default=(),
+        metavar="PATH",
+        help="build the dataset from these local git repositories instead",
+    )
+    parser.add_argument(
+        "--faults",
+        default="",
+        metavar="SPEC",
+        help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)",
+    )
+    parser.add_argument(
+        "--now",
+        type=int,
+        default=None,
+        help="the simulated clock, epoch seconds (default: the current hour, rounded down)",
+    )
     parser.add_argument("--api-prefix", default=None, help="override the API path prefix")
     parser.add_argument("--workspace", default=SimConfig.workspace, help="cloud workspace slug")
     parser.add_argument("--token", default=SimConfig.token, help="cloud access token to accept")
     parser.add_argument("--username", default=SimConfig.username, help="self-hosted user name")
     parser.add_argument("--password", default=SimConfig.password, help="self-hosted password")
-    parser.add_argument("--server-token", default=SimConfig.server_token,
-                        help="self-hosted Bearer token to accept")
+    parser.add_argument(
+        "--server-token", default=SimConfig.server_token, help="self-hosted Bearer token to accept"
+    )
 
 
-def run(args: argparse.Namespace,
-        next_steps: Callable[[Any], Iterable[str]] | None = None) -> int:
+def run(args: argparse.Namespace, next_steps: Callable[[Any], Iterable[str]] | None = None) -> int:
     """Serve until SIGINT or SIGTERM; the first line says where and how to connect.
 
     `next_steps(simulator)` gives lines printed after it (the client's own commands: the
@@ -53,10 +70,20 @@ def run(args: argparse.Namespace,
         print(f"repo-analytics sim: error: {error}", file=sys.stderr)
         return 2
     config = SimConfig(
-        edition=args.edition, host=args.host, port=args.port, seed=args.seed, size=args.size,
-        from_git=tuple(args.from_git), faults=args.faults, now=args.now,
-        api_prefix=args.api_prefix, workspace=args.workspace, token=args.token,
-        username=args.username, password=args.password, server_token=args.server_token,
+        edition=args.edition,
+        host=args.host,
+        port=args.port,
+        seed=args.seed,
+        size=args.size,
+        from_git=tuple(args.from_git),
+        faults=args.faults,
+        now=args.now,
+        api_prefix=args.api_prefix,
+        workspace=args.workspace,
+        token=args.token,
+        username=args.username,
+        password=args.password,
+        server_token=args.server_token,
     )
     try:
         sim = Simulator(config).start()

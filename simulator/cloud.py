@@ -43,26 +43,45 @@ class CloudEdition(EditionBase):
         forms = user_forms.get(self.conditions.path_forms, (ws, "/{ws}"))
         routes = [
             route("pull-requests.list.workspace", f"{ws}/pull-requests", self.pr_list, True),
-            route("pull-requests.statistics.workspace", f"{ws}/pull-requests/statistics",
-                  self.pr_statistics),
-            route("pull-requests.list.repository", f"{ws}/repos/{{repo}}/pull-requests",
-                  self.pr_list, True),
-            route("pull-requests.statistics.repository",
-                  f"{ws}/repos/{{repo}}/pull-requests/statistics", self.pr_statistics),
-            route("pull-requests.list.user", f"{ws}/users/{{user}}/pull-requests", self.pr_list,
-                  True),
+            route(
+                "pull-requests.statistics.workspace",
+                f"{ws}/pull-requests/statistics",
+                self.pr_statistics,
+            ),
+            route(
+                "pull-requests.list.repository",
+                f"{ws}/repos/{{repo}}/pull-requests",
+                self.pr_list,
+                True,
+            ),
+            route(
+                "pull-requests.statistics.repository",
+                f"{ws}/repos/{{repo}}/pull-requests/statistics",
+                self.pr_statistics,
+            ),
+            route(
+                "pull-requests.list.user", f"{ws}/users/{{user}}/pull-requests", self.pr_list, True
+            ),
             route("commits.list.workspace", f"{ws}/commits", self.commit_list, True),
-            route("commits.list.repository", f"{ws}/repos/{{repo}}/commits", self.commit_list,
-                  True),
-            route("commits.changes-statistics.repository",
-                  f"{ws}/repos/{{repo}}/changes-statistics", self.changes_statistics),
+            route(
+                "commits.list.repository", f"{ws}/repos/{{repo}}/commits", self.commit_list, True
+            ),
+            route(
+                "commits.changes-statistics.repository",
+                f"{ws}/repos/{{repo}}/changes-statistics",
+                self.changes_statistics,
+            ),
             route("commits.list.user", f"{ws}/users/{{user}}/commits", self.commit_list, True),
         ]
         for form in forms:
             suffix = "long" if form == ws else "short"
-            routes.append(route(f"pull-requests.statistics.user.{suffix}",
-                                f"{form}/users/{{user}}/pull-requests/statistics",
-                                self.pr_statistics))
+            routes.append(
+                route(
+                    f"pull-requests.statistics.user.{suffix}",
+                    f"{form}/users/{{user}}/pull-requests/statistics",
+                    self.pr_statistics,
+                )
+            )
             routes.append(route(f"users.list.{suffix}", f"{form}/users", self.user_list))
         return routes
 
@@ -81,8 +100,11 @@ class CloudEdition(EditionBase):
         return self.error(ApiError("token", MESSAGES["token"], 401))
 
     def error(self, error: ApiError) -> Response:
-        status = 401 if error.kind == "token" else self.conditions.cloud_status.get(
-            error.kind, error.status)
+        status = (
+            401
+            if error.kind == "token"
+            else self.conditions.cloud_status.get(error.kind, error.status)
+        )
         body: dict[str, Any] = {"message": error.message}
         if error.detail:
             body["detail"] = error.detail
@@ -109,21 +131,32 @@ class CloudEdition(EditionBase):
     def commit_query(self, request: Request, scope: Scope, principal: Any) -> CommitQuery:
         query = request.query
         days = self.conditions.commit_default_days
-        span = window(query, "since_date", "until_date", 1,
-                      days * 86_400 if days else None, self.world.now_s)
+        span = window(
+            query, "since_date", "until_date", 1, days * 86_400 if days else None, self.world.now_s
+        )
         readable = self.readable(principal) if scope[0] != "repo" else None
-        return CommitQuery(scope, span.since, span.until,
-                           choice(query, "merges", MERGES, "exclude"),
-                           choice(query, "order", ("oldest", "newest"), "newest") == "newest",
-                           readable)
+        return CommitQuery(
+            scope,
+            span.since,
+            span.until,
+            choice(query, "merges", MERGES, "exclude"),
+            choice(query, "order", ("oldest", "newest"), "newest") == "newest",
+            readable,
+        )
 
-    def pull_request_query(self, request: Request, scope: Scope,
-                           principal: Any) -> PullRequestQuery:
+    def pull_request_query(
+        self, request: Request, scope: Scope, principal: Any
+    ) -> PullRequestQuery:
         query = request.query
         span = window(query, "since_date", "until_date", 1000, THIRTY_DAYS_S, self.world.now_s)
-        return PullRequestQuery(scope, span.since, span.until,
-                                choice(query, "date_type", ("created", "updated"), "created"),
-                                choice(query, "state", PR_STATES, "all"), None)
+        return PullRequestQuery(
+            scope,
+            span.since,
+            span.until,
+            choice(query, "date_type", ("created", "updated"), "created"),
+            choice(query, "state", PR_STATES, "all"),
+            None,
+        )
 
     def is_later_page(self, request: Request) -> bool:
         return request.query.get("page", "1") not in ("", "1")
@@ -131,11 +164,15 @@ class CloudEdition(EditionBase):
     # paging ------------------------------------------------------------------------------------
     def page(self, request: Request, indexes: list[int], item: Any) -> Response:
         number = integer(request.query, "page", 1, 1)
-        size = self.page_size(integer(request.query, "pagelen", MAX_PAGELEN, 1), MAX_PAGELEN,
-                              "pagelen", "error")
-        chosen = indexes[(number - 1) * size: number * size]
-        parts = [b'{"values":[', b",".join(item(i) for i in chosen),
-                 b'],"page":%d,"pagelen":%d' % (number, size)]
+        size = self.page_size(
+            integer(request.query, "pagelen", MAX_PAGELEN, 1), MAX_PAGELEN, "pagelen", "error"
+        )
+        chosen = indexes[(number - 1) * size : number * size]
+        parts = [
+            b'{"values":[',
+            b",".join(item(i) for i in chosen),
+            b'],"page":%d,"pagelen":%d' % (number, size),
+        ]
         if number * size < len(indexes):
             parts.append(b',"next":' + orjson.dumps(self.link(request, number + 1, size)))
         if number > 1:
@@ -155,8 +192,9 @@ class CloudEdition(EditionBase):
         found = self.store.pull_requests(self.pull_request_query(request, scope, principal))
         return self.page(request, found, self.store.pull_request_item)
 
-    def pr_statistics(self, request: Request, path_params: dict[str, str],
-                      principal: Any) -> Response:
+    def pr_statistics(
+        self, request: Request, path_params: dict[str, str], principal: Any
+    ) -> Response:
         scope = self.scope_of("", path_params, principal)
         found = self.store.pull_requests(self.pull_request_query(request, scope, principal))
         counts = state_counts(self.world, found, ("declined", "merged", "open", "superseded"))
@@ -169,8 +207,9 @@ class CloudEdition(EditionBase):
         if lines_wanted and repo in self.conditions.loc_disabled:
             raise ApiError("loc_disabled", MESSAGES["loc_disabled"], 400)
 
-    def commit_list(self, request: Request, path_params: dict[str, str],
-                    principal: Any) -> Response:
+    def commit_list(
+        self, request: Request, path_params: dict[str, str], principal: Any
+    ) -> Response:
         scope = self.scope_of("", path_params, principal)
         with_lines = False
         if scope[0] == "repo":
@@ -180,12 +219,12 @@ class CloudEdition(EditionBase):
         item = self.store.commit_item
         if with_lines:
             commits = self.world.commits
-            return self.page(request, found,
-                             lambda i: render.with_cloud_lines(item(i), commits[i]))
+            return self.page(request, found, lambda i: render.with_cloud_lines(item(i), commits[i]))
         return self.page(request, found, item)
 
-    def changes_statistics(self, request: Request, path_params: dict[str, str],
-                           principal: Any) -> Response:
+    def changes_statistics(
+        self, request: Request, path_params: dict[str, str], principal: Any
+    ) -> Response:
         scope = self.scope_of("", path_params, principal)
         self.repository_checks(scope[1], True)
         found = self.store.commits(self.commit_query(request, scope, principal))
@@ -200,15 +239,18 @@ class CloudEdition(EditionBase):
         }
         return json_response(200, orjson.dumps(body))
 
-    def user_list(self, request: Request, path_params: dict[str, str],
-                  principal: Any) -> Response:
+    def user_list(self, request: Request, path_params: dict[str, str], principal: Any) -> Response:
         self.scope_of("", {"ws": path_params["ws"]}, principal)
         wanted = request.query.get("filter_display_name")
         users = sorted(self.world.users.values(), key=lambda u: (u.display_name, u.uuid))
-        values = [{"uuid": u.uuid, "display_name": u.display_name} for u in users
-                  if wanted is None or u.display_name == wanted]
-        return json_response(200, orjson.dumps({"values": values, "page": 1,
-                                                "pagelen": len(values)}))
+        values = [
+            {"uuid": u.uuid, "display_name": u.display_name}
+            for u in users
+            if wanted is None or u.display_name == wanted
+        ]
+        return json_response(
+            200, orjson.dumps({"values": values, "page": 1, "pagelen": len(values)})
+        )
 
     # ground truth ------------------------------------------------------------------------------
     def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]:
@@ -223,7 +265,8 @@ class CloudEdition(EditionBase):
                     "instant": render.iso_seconds_z(commit.time),
                     "offset_minutes": commit.tz_minutes,
                     "pushed": render.iso_seconds_z(commit.pushed),
-                    "user": author.user_slug, "email": author.email,
+                    "user": author.user_slug,
+                    "email": author.email,
                     "is_merge": commit.is_merge,
                     "project": world.repos[commit.repo].project_key,
                 }
@@ -234,20 +277,39 @@ class CloudEdition(EditionBase):
             for idx in self.all_pull_requests():
                 pr = world.prs[idx]
                 item = orjson.loads(self.store.pull_request_item(idx))
-                item["_sim"] = {"user": pr.author_slug, "created_ms": pr.created_ms,
-                                "updated_ms": pr.updated_ms, "closed_ms": pr.closed_ms,
-                                "project": world.repos[pr.repo].project_key}
+                item["_sim"] = {
+                    "user": pr.author_slug,
+                    "created_ms": pr.created_ms,
+                    "updated_ms": pr.updated_ms,
+                    "closed_ms": pr.closed_ms,
+                    "project": world.repos[pr.repo].project_key,
+                }
                 out.append(item)
             return out
         if kind == "users":
-            return [{"uuid": u.uuid, "display_name": u.display_name,
-                     "_sim": {"slug": u.slug, "email": u.email, "aliases": list(u.aliases)}}
-                    for u in world.users.values()]
+            return [
+                {
+                    "uuid": u.uuid,
+                    "display_name": u.display_name,
+                    "_sim": {"slug": u.slug, "email": u.email, "aliases": list(u.aliases)},
+                }
+                for u in world.users.values()
+            ]
         if kind == "repositories":
-            return [{"slug": r.slug, "name": r.name,
-                     "_sim": {"project": r.project_key,
-                              "loc_disabled": r.slug in self.conditions.loc_disabled,
-                              "forbidden": r.slug in self.conditions.forbidden}}
-                    for r in world.repos.values()]
-        raise ApiError("not_found", f"unknown truth kind {kind!r}; valid: commits, "
-                       "pull-requests, users, repositories", 404)
+            return [
+                {
+                    "slug": r.slug,
+                    "name": r.name,
+                    "_sim": {
+                        "project": r.project_key,
+                        "loc_disabled": r.slug in self.conditions.loc_disabled,
+                        "forbidden": r.slug in self.conditions.forbidden,
+                    },
+                }
+                for r in world.repos.values()
+            ]
+        raise ApiError(
+            "not_found",
+            f"unknown truth kind {kind!r}; valid: commits, pull-requests, users, repositories",
+            404,
+        )

@@ -79,14 +79,24 @@ class Conditions:
 
 
 CONDITION_TYPES: dict[str, tuple[type, ...]] = {
-    "licensed": (bool,), "app_version": (str,), "proxy_login": (bool,),
-    "loc_disabled": (list, tuple), "unindexed": (dict,), "forbidden": (list, tuple),
-    "path_forms": (str,), "next_link_base": (str, type(None)), "page_overflow": (str,),
-    "until_inclusive": (bool,), "commit_default_days": (int, type(None)),
-    "server_parent_id_length": (int,), "cloud_status": (dict,),
+    "licensed": (bool,),
+    "app_version": (str,),
+    "proxy_login": (bool,),
+    "loc_disabled": (list, tuple),
+    "unindexed": (dict,),
+    "forbidden": (list, tuple),
+    "path_forms": (str,),
+    "next_link_base": (str, type(None)),
+    "page_overflow": (str,),
+    "until_inclusive": (bool,),
+    "commit_default_days": (int, type(None)),
+    "server_parent_id_length": (int,),
+    "cloud_status": (dict,),
 }
-CONDITION_CHOICES = {"path_forms": ("both", "short", "long"),
-                     "page_overflow": ("default", "clamp", "error")}
+CONDITION_CHOICES = {
+    "path_forms": ("both", "short", "long"),
+    "page_overflow": ("default", "clamp", "error"),
+}
 
 
 def check_condition(key: str, value: Any) -> None:
@@ -95,12 +105,14 @@ def check_condition(key: str, value: Any) -> None:
     if types is None:
         raise KeyError(f"unknown condition `{key}`; valid: {', '.join(CONDITION_TYPES)}")
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        raise TypeError(f"condition `{key}` must be {' or '.join(t.__name__ for t in types)}, "
-                        f"not {value!r}")
+        raise TypeError(
+            f"condition `{key}` must be {' or '.join(t.__name__ for t in types)}, not {value!r}"
+        )
     if value not in CONDITION_CHOICES.get(key, (value,)):
         raise ValueError(f"condition `{key}`={value!r}; valid: {', '.join(CONDITION_CHOICES[key])}")
     if isinstance(value, dict) and not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        isinstance(v, int) and not isinstance(v, bool) for v in value.values()
+    ):
         raise TypeError(f"condition `{key}` must map names to integers, not {value!r}")
     if key == "app_version" and not re.fullmatch(r"\d+(\.\d+){0,2}", str(value)):
         raise ValueError(f"condition `app_version`={value!r} is not a version such as 5.4.0")
@@ -136,7 +148,9 @@ class SimConfig:
         return {
             self.username: Principal(self.username, self.password, (self.server_token,)),
             RESTRICTED_USER: Principal(
-                RESTRICTED_USER, RESTRICTED_PASSWORD, ("sim-restricted-token",),
+                RESTRICTED_USER,
+                RESTRICTED_PASSWORD,
+                ("sim-restricted-token",),
                 (first_project,) if first_project else (),
             ),
         }

@@ -39,9 +39,13 @@ def info(app: HostApp) -> dict[str, Any]:
         "seed": config.seed,
         "size": config.size,
         "version": world.version,
-        "counts": {"projects": len(world.projects), "repositories": len(world.repos),
-                   "users": len(world.users), "commits": len(world.commits),
-                   "pull_requests": len(world.prs)},
+        "counts": {
+            "projects": len(world.projects),
+            "repositories": len(world.repos),
+            "users": len(world.users),
+            "commits": len(world.commits),
+            "pull_requests": len(world.prs),
+        },
     }
     if config.edition == "cloud":
         data["workspace"] = config.workspace
@@ -49,8 +53,11 @@ def info(app: HostApp) -> dict[str, Any]:
     else:
         data["projects"] = list(world.projects)
         data["credentials"] = {
-            name: {"password": p.password, "tokens": list(p.tokens),
-                   "projects": list(p.projects) if p.projects is not None else None}
+            name: {
+                "password": p.password,
+                "tokens": list(p.tokens),
+                "projects": list(p.projects) if p.projects is not None else None,
+            }
             for name, p in app.edition.principals.items()  # type: ignore[attr-defined]
         }
     return data
@@ -79,14 +86,14 @@ def make_control(app: HostApp) -> Callable[[Request], Response]:
     """The request handler for /_sim/ paths of `app`."""
 
     def control(request: Request) -> Response:
-        path = request.path[len("/_sim/"):].rstrip("/")
+        path = request.path[len("/_sim/") :].rstrip("/")
         method = request.method
         try:
             if path == "info":
                 return ok(info(app))
             if path.startswith("truth/"):
                 with app.world.lock:
-                    return ok(app.edition.truth(path[len("truth/"):], request.query))
+                    return ok(app.edition.truth(path[len("truth/") :], request.query))
             if path == "advance" and method == "POST":
                 seconds = advance_seconds(body_json(request))
                 return ok(activity.advance(app.world, seconds, app.edition.states))
@@ -108,7 +115,8 @@ def make_control(app: HostApp) -> Callable[[Request], Response]:
             return bad(error.message, error.status)
         except (ValueError, KeyError, TypeError, FaultSpecError) as error:
             return bad(f"{type(error).__name__}: {error}")
-        return bad(f"no control endpoint {method} /_sim/{path}; see the README's simulator "
-                   "section", 404)
+        return bad(
+            f"no control endpoint {method} /_sim/{path}; see the README's simulator section", 404
+        )
 
     return control

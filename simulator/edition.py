@@ -26,8 +26,12 @@ class EditionBase:
         self.config = app.config
         self.conditions = app.conditions
         self.world: World = app.world
-        self.store = Store(self.world, self.render_commit, self.render_pull_request,
-                           lambda: self.conditions.until_inclusive)
+        self.store = Store(
+            self.world,
+            self.render_commit,
+            self.render_pull_request,
+            lambda: self.conditions.until_inclusive,
+        )
         self.routes = self.build_routes()
 
     # to be supplied by each edition ---------------------------------------------------------
@@ -59,8 +63,9 @@ class EditionBase:
     def commit_query(self, request: Request, scope: Scope, principal: Any) -> CommitQuery:
         raise NotImplementedError
 
-    def pull_request_query(self, request: Request, scope: Scope,
-                           principal: Any) -> PullRequestQuery:
+    def pull_request_query(
+        self, request: Request, scope: Scope, principal: Any
+    ) -> PullRequestQuery:
         raise NotImplementedError
 
     # shared ----------------------------------------------------------------------------------
@@ -75,14 +80,20 @@ class EditionBase:
         policy = default_policy if policy == "default" else policy
         if requested > maximum:
             if policy == "error":
-                raise ApiError("invalid_request", "Invalid Request", 400,
-                               "com.analytics.api.InvalidParameterException", name,
-                               f"parameter {name}={requested}: expected 1 to {maximum}")
+                raise ApiError(
+                    "invalid_request",
+                    "Invalid Request",
+                    400,
+                    "com.analytics.api.InvalidParameterException",
+                    name,
+                    f"parameter {name}={requested}: expected 1 to {maximum}",
+                )
             return maximum
         return requested
 
-    def check_unindexed(self, repo: str, message: str, status: int,
-                        exception_name: str | None = None) -> None:
+    def check_unindexed(
+        self, repo: str, message: str, status: int, exception_name: str | None = None
+    ) -> None:
         """Fail while the repository has unindexed changes; a count runs down per request."""
         left = self.conditions.unindexed.get(repo)
         if left is None or left == 0:
@@ -91,8 +102,9 @@ class EditionBase:
             self.conditions.unindexed[repo] = left - 1
         raise ApiError("unindexed", message, status, exception_name)
 
-    def insert_for(self, request: Request, route: Route, path_params: dict[str, str],
-                   principal: Any) -> None:
+    def insert_for(
+        self, request: Request, route: Route, path_params: dict[str, str], principal: Any
+    ) -> None:
         """The `insert` fault: a new item inside the window of a page after the first."""
         if not self.is_later_page(request):
             return
@@ -103,8 +115,9 @@ class EditionBase:
             activity.insert_while_paging(self.world, scope, "commits", query.since, query.until)
         else:
             pr_query = self.pull_request_query(request, scope, principal)
-            activity.insert_while_paging(self.world, scope, "pull-requests", pr_query.since,
-                                         pr_query.until)
+            activity.insert_while_paging(
+                self.world, scope, "pull-requests", pr_query.since, pr_query.until
+            )
 
     def is_later_page(self, request: Request) -> bool:
         raise NotImplementedError
@@ -113,5 +126,6 @@ class EditionBase:
         return self.store.commits(CommitQuery(GLOBAL, None, None, "include", False, None))
 
     def all_pull_requests(self) -> list[int]:
-        return self.store.pull_requests(PullRequestQuery(GLOBAL, None, None, "created", "all",
-                                                         None))
+        return self.store.pull_requests(
+            PullRequestQuery(GLOBAL, None, None, "created", "all", None)
+        )

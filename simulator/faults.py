@@ -16,8 +16,20 @@ from dataclasses import asdict, dataclass
 from email.utils import formatdate
 from typing import Any
 
-FAULT_KINDS = ("429", "429date", "500", "502", "503", "504", "error200", "reset", "slow",
-               "truncate", "html", "insert")
+FAULT_KINDS = (
+    "429",
+    "429date",
+    "500",
+    "502",
+    "503",
+    "504",
+    "error200",
+    "reset",
+    "slow",
+    "truncate",
+    "html",
+    "insert",
+)
 RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "count")
 
 
@@ -38,7 +50,8 @@ class FaultRule:
     def validate(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise FaultSpecError(
-                f"unknown fault kind `{self.kind}`; valid kinds: {', '.join(FAULT_KINDS)}")
+                f"unknown fault kind `{self.kind}`; valid kinds: {', '.join(FAULT_KINDS)}"
+            )
         if not 0.0 <= self.rate <= 1.0:
             raise FaultSpecError(f"fault rate `{self.rate}` for `{self.kind}` is not in [0, 1]")
 
@@ -80,14 +93,18 @@ def parse_spec(spec: str) -> tuple[int, list[FaultRule]]:
         else:
             raise FaultSpecError(
                 f"unknown fault spec name `{name}`; valid: seed, {', '.join(RULE_OPTIONS)}, "
-                f"{', '.join(FAULT_KINDS)}")
+                f"{', '.join(FAULT_KINDS)}"
+            )
     rules = [rule_from_dict({"kind": kind, "rate": rate, **options}) for kind, rate in rates]
     return seed, rules
 
 
-OPTION_FORMS = {"seed": "an integer", "count": "an integer >= 0",
-                "retry_after": "a number of seconds >= 0",
-                "slow_seconds": "a number of seconds >= 0"}
+OPTION_FORMS = {
+    "seed": "an integer",
+    "count": "an integer >= 0",
+    "retry_after": "a number of seconds >= 0",
+    "slow_seconds": "a number of seconds >= 0",
+}
 
 
 def convert_option(name: str, value: Any) -> Any:
@@ -100,28 +117,33 @@ def convert_option(name: str, value: Any) -> Any:
             raise ValueError
     except (TypeError, ValueError):
         raise FaultSpecError(
-            f"fault option `{name}={value}` is not valid; expected {OPTION_FORMS[name]}") from None
+            f"fault option `{name}={value}` is not valid; expected {OPTION_FORMS[name]}"
+        ) from None
     return number
 
 
 def rule_from_dict(data: dict[str, Any]) -> FaultRule:
     unknown = set(data) - {"kind", "rate", *RULE_OPTIONS}
     if unknown:
-        raise FaultSpecError(f"unknown fault rule fields {sorted(unknown)}; valid: kind, rate, "
-                             f"{', '.join(RULE_OPTIONS)}")
+        raise FaultSpecError(
+            f"unknown fault rule fields {sorted(unknown)}; valid: kind, rate, "
+            f"{', '.join(RULE_OPTIONS)}"
+        )
     if "kind" not in data:
         raise FaultSpecError(f"fault rule without `kind`; valid kinds: {', '.join(FAULT_KINDS)}")
     try:
         rate = float(data.get("rate", 1.0))
     except (TypeError, ValueError):
-        raise FaultSpecError(f"fault rate `{data.get('rate')}` for `{data['kind']}` is not a "
-                             "number") from None
+        raise FaultSpecError(
+            f"fault rate `{data.get('rate')}` for `{data['kind']}` is not a number"
+        ) from None
     rule = FaultRule(
         kind=str(data["kind"]),
         rate=rate,
         match=str(data.get("match", "")),
         count=convert_option("count", data["count"])
-        if data.get("count") not in (None, "") else None,
+        if data.get("count") not in (None, "")
+        else None,
         retry_after=convert_option("retry_after", data.get("retry_after", 1.0)),
         slow_seconds=convert_option("slow_seconds", data.get("slow_seconds", 2.0)),
     )
@@ -148,8 +170,10 @@ class FaultPlan:
         elif "spec" in data:
             self.set(*parse_spec(str(data["spec"])))
         else:
-            self.set(convert_option("seed", data.get("seed", 0)),
-                     [rule_from_dict(r) for r in data.get("rules", [])])
+            self.set(
+                convert_option("seed", data.get("seed", 0)),
+                [rule_from_dict(r) for r in data.get("rules", [])],
+            )
 
     def clear(self) -> None:
         self.set(0, [])

@@ -55,8 +55,15 @@ READ_CHUNK = 1 << 20
 LOG_FORMAT = "%x1e%H%x1f%P%x1f%ae%x1f%ad%x1f%an"
 RECORD_SEP = b"\x00\x1e"  # paths cannot hold NUL, so this only ever starts a record
 # Environment that would make git read another repository than the one named.
-GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
 
 
 @dataclass(slots=True)
@@ -74,10 +81,24 @@ class GitCommit:
 
 def git_command(path: str) -> list[str]:
     return [
-        "git", "-C", path,
-        "-c", "i18n.logOutputEncoding=UTF-8", "-c", "log.showSignature=false",
-        "log", "--all", "--root", "--no-renames", "--numstat", "-z", "--no-color",
-        "--no-ext-diff", "--no-textconv", "--date=raw", f"--format={LOG_FORMAT}",
+        "git",
+        "-C",
+        path,
+        "-c",
+        "i18n.logOutputEncoding=UTF-8",
+        "-c",
+        "log.showSignature=false",
+        "log",
+        "--all",
+        "--root",
+        "--no-renames",
+        "--numstat",
+        "-z",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--date=raw",
+        f"--format={LOG_FORMAT}",
     ]
 
 
@@ -128,8 +149,9 @@ def read_history(path: str) -> list[GitCommit]:
         raise ValueError(f"`{path}` is not a git repository (no such directory)")
     commits: list[GitCommit] = []
     with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(git_command(path), stdout=subprocess.PIPE, stderr=errors,
-                                   env=git_env(path))
+        process = subprocess.Popen(
+            git_command(path), stdout=subprocess.PIPE, stderr=errors, env=git_env(path)
+        )
         assert process.stdout is not None
         pending = b""
         with process.stdout:
@@ -180,13 +202,15 @@ def add_authors(world: World, histories: list[list[GitCommit]], seed: int) -> di
     slugs: set[str] = set()
     for email in sorted(e for e, n in counts.items() if n >= 2):
         latest = newest[email]
-        world.add_user(User(
-            slug=unique(user_slug_base(email), slugs),
-            uuid=f"{{{uuid.UUID(int=rng.getrandbits(128), version=4)}}}",
-            display_name=latest.name,
-            email=email,
-            tz_minutes=latest.tz_minutes,
-        ))
+        world.add_user(
+            User(
+                slug=unique(user_slug_base(email), slugs),
+                uuid=f"{{{uuid.UUID(int=rng.getrandbits(128), version=4)}}}",
+                display_name=latest.name,
+                email=email,
+                tz_minutes=latest.tz_minutes,
+            )
+        )
     for email in sorted(e for e, n in counts.items() if n < 2):
         latest = newest[email]
         world.add_author(latest.name, email, None, False, latest.tz_minutes)
@@ -208,8 +232,9 @@ def add_pull_requests(world: World, rng: random.Random, edition: str) -> None:
     )
     for created_ms, repo in created:
         state = pick_state(rng, states)
-        world.add_pull_request(new_pull_request(world, rng, repo, created_ms, state, user_cum),
-                               indexed=False)
+        world.add_pull_request(
+            new_pull_request(world, rng, repo, created_ms, state, user_cum), indexed=False
+        )
     ensure_every_state(world, states)
 
 
@@ -229,15 +254,26 @@ def build_world_from_git(paths: tuple[str, ...], seed: int, now_s: int, edition:
         name = Path(path).resolve().name or "repo"
         slug = unique(name, taken)
         first = min((c.time for c in history), default=clock)
-        world.add_repo(Repository(slug=slug, name=slug, project_key=PROJECT_KEY,
-                                  created_ms=first * 1000))
+        world.add_repo(
+            Repository(slug=slug, name=slug, project_key=PROJECT_KEY, created_ms=first * 1000)
+        )
         for c in history:
-            world.add_commit(Commit(
-                idx=0, hash=c.hash, repo=slug, author=author_of[c.email], time=c.time,
-                tz_minutes=c.tz_minutes, parents=c.parents,
-                added=sum(f[1] for f in c.files), deleted=sum(f[2] for f in c.files),
-                pushed=c.time, files=c.files,
-            ), indexed=False)
+            world.add_commit(
+                Commit(
+                    idx=0,
+                    hash=c.hash,
+                    repo=slug,
+                    author=author_of[c.email],
+                    time=c.time,
+                    tz_minutes=c.tz_minutes,
+                    parents=c.parents,
+                    added=sum(f[1] for f in c.files),
+                    deleted=sum(f[2] for f in c.files),
+                    pushed=c.time,
+                    files=c.files,
+                ),
+                indexed=False,
+            )
     world.finish_bulk_load()  # the pull-request generator reads repo_hashes
     add_pull_requests(world, random.Random(seed * 1_000_033 + 17), edition)
     world.finish_bulk_load()

@@ -32,28 +32,143 @@ SIZES: dict[str, SizeSpec] = {
 }
 
 FIRST_NAMES = (
-    "Zoë", "José", "Łukasz", "Søren", "Ngozi", "Aiko", "Иван", "Ελένη", "Nguyễn", "Amélie",
-    "Björn", "Chloé", "Dmitri", "Fatima", "Gráinne", "Hiroshi", "Ingrid", "Jürgen", "Kwame",
-    "Leilani", "Mateus", "Nadia", "Oğuz", "Priya", "Quentin", "Rosa", "Siobhán", "Tomás",
-    "Ulla", "Vikram", "Wen", "Ximena", "Yusuf", "Zhu", "محمد", "太郎", "Anna", "Ben", "Carl",
+    "Zoë",
+    "José",
+    "Łukasz",
+    "Søren",
+    "Ngozi",
+    "Aiko",
+    "Иван",
+    "Ελένη",
+    "Nguyễn",
+    "Amélie",
+    "Björn",
+    "Chloé",
+    "Dmitri",
+    "Fatima",
+    "Gráinne",
+    "Hiroshi",
+    "Ingrid",
+    "Jürgen",
+    "Kwame",
+    "Leilani",
+    "Mateus",
+    "Nadia",
+    "Oğuz",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Siobhán",
+    "Tomás",
+    "Ulla",
+    "Vikram",
+    "Wen",
+    "Ximena",
+    "Yusuf",
+    "Zhu",
+    "محمد",
+    "太郎",
+    "Anna",
+    "Ben",
+    "Carl",
 )
 LAST_NAMES = (
-    "Ångström", "Núñez", "Żółć", "Kierkegård", "Okonjo", "Yamada", "Петров", "Παπαδοπούλου",
-    "Văn An", "Dubois", "Müller", "O'Brien", "García", "Kowalski", "Nakamura", "Smith",
-    "Østergaard", "Çelik", "Fernández", "Lindqvist", "Mbeki", "Rossi", "Singh", "Tanaka",
-    "علي", "山田", "van der Berg", "de la Cruz", "Schäfer", "Nováková",
+    "Ångström",
+    "Núñez",
+    "Żółć",
+    "Kierkegård",
+    "Okonjo",
+    "Yamada",
+    "Петров",
+    "Παπαδοπούλου",
+    "Văn An",
+    "Dubois",
+    "Müller",
+    "O'Brien",
+    "García",
+    "Kowalski",
+    "Nakamura",
+    "Smith",
+    "Østergaard",
+    "Çelik",
+    "Fernández",
+    "Lindqvist",
+    "Mbeki",
+    "Rossi",
+    "Singh",
+    "Tanaka",
+    "علي",
+    "山田",
+    "van der Berg",
+    "de la Cruz",
+    "Schäfer",
+    "Nováková",
 )
 PROJECT_WORDS = (
-    "Core", "Platform", "Mobile", "Data", "Web", "Infra", "Payments", "Search", "Identity",
-    "Analytics", "Billing", "Growth", "Security", "Tools", "Edge", "Media", "Maps", "Support",
+    "Core",
+    "Platform",
+    "Mobile",
+    "Data",
+    "Web",
+    "Infra",
+    "Payments",
+    "Search",
+    "Identity",
+    "Analytics",
+    "Billing",
+    "Growth",
+    "Security",
+    "Tools",
+    "Edge",
+    "Media",
+    "Maps",
+    "Support",
 )
 REPO_WORDS = (
-    "api", "service", "gateway", "ui", "worker", "sdk", "docs", "cli", "engine", "store",
-    "importer", "exporter", "scheduler", "auth", "frontend", "backend", "infra", "lib",
+    "api",
+    "service",
+    "gateway",
+    "ui",
+    "worker",
+    "sdk",
+    "docs",
+    "cli",
+    "engine",
+    "store",
+    "importer",
+    "exporter",
+    "scheduler",
+    "auth",
+    "frontend",
+    "backend",
+    "infra",
+    "lib",
 )
 # Offsets in minutes, from the Date Line west to the Line Islands, including odd ones.
-TZ_OFFSETS = (-720, -600, -480, -420, -300, -240, -210, 0, 0, 60, 60, 120, 180, 330, 345,
-              480, 540, 570, 600, 780, 825, 840)
+TZ_OFFSETS = (
+    -720,
+    -600,
+    -480,
+    -420,
+    -300,
+    -240,
+    -210,
+    0,
+    0,
+    60,
+    60,
+    120,
+    180,
+    330,
+    345,
+    480,
+    540,
+    570,
+    600,
+    780,
+    825,
+    840,
+)
 BRANCH_TARGETS = ("main", "main", "main", "main", "develop", "release/2.x")
 CLOUD_STATES = (("OPEN", 0.0), ("MERGED", 0.68), ("DECLINED", 0.14), ("SUPERSEDED", 0.06))
 SERVER_STATES = (("OPEN", 0.0), ("MERGED", 0.72), ("DECLINED", 0.16))
@@ -102,8 +217,9 @@ def make_users(world: World, rng: random.Random, count: int, first_index: int = 
 def make_outsiders(world: World, rng: random.Random, count: int) -> None:
     for i in range(count):
         name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)} (contractor)"
-        world.add_author(name, f"contractor{i:04d}@partner.example", None, False,
-                         rng.choice(TZ_OFFSETS))
+        world.add_author(
+            name, f"contractor{i:04d}@partner.example", None, False, rng.choice(TZ_OFFSETS)
+        )
 
 
 def repo_name(i: int) -> str:
@@ -124,8 +240,9 @@ def make_structure(world: World, rng: random.Random, spec: SizeSpec, start_ms: i
     keys = list(world.projects)
     for r in range(spec.repos):
         name = repo_name(r)
-        world.add_repo(Repository(slug=name, name=name, project_key=keys[r % len(keys)],
-                                  created_ms=start_ms))
+        world.add_repo(
+            Repository(slug=name, name=name, project_key=keys[r % len(keys)], created_ms=start_ms)
+        )
 
 
 def author_weights(count: int) -> list[float]:
@@ -174,9 +291,18 @@ def make_commits(world: World, rng: random.Random, spec: SizeSpec, start_s: int)
                 main_tip = sha
             added, deleted = heavy_tailed_lines(rng, len(parents) > 1)
             world.add_commit(
-                Commit(idx=0, hash=sha, repo=repo, author=author_id, time=when,
-                       tz_minutes=world.authors[author_id].tz_minutes, parents=parents,
-                       added=added, deleted=deleted, pushed=when + push_delay(rng)),
+                Commit(
+                    idx=0,
+                    hash=sha,
+                    repo=repo,
+                    author=author_id,
+                    time=when,
+                    tz_minutes=world.authors[author_id].tz_minutes,
+                    parents=parents,
+                    added=added,
+                    deleted=deleted,
+                    pushed=when + push_delay(rng),
+                ),
                 indexed=False,
             )
 
@@ -213,7 +339,7 @@ def new_pull_request(
         updated_ms = closed_ms
     others = [s for s in rng.sample(slugs, min(len(slugs), 7)) if s != author]
     reviewers = others[: rng.randint(0, 3)]
-    participants = others[len(reviewers): len(reviewers) + rng.randint(0, 2)]
+    participants = others[len(reviewers) : len(reviewers) + rng.randint(0, 2)]
     first_review: int | None = None
     approved: int | None = None
     if reviewers:
@@ -227,28 +353,45 @@ def new_pull_request(
     world.pr_next_id[repo] = number + 1
     hashes = world.repo_hashes.get(repo) or [new_hash(rng)]
     return PullRequest(
-        idx=0, id=number, repo=repo,
+        idx=0,
+        id=number,
+        repo=repo,
         title=f"{rng.choice(('Fix', 'Add', 'Refactor', 'Improve', 'Remove'))} "
-              f"{rng.choice(REPO_WORDS)} handling #{number}",
+        f"{rng.choice(REPO_WORDS)} handling #{number}",
         description=rng.choice(("", "Closes the ticket.", "Ünïcode ✓ description")),
-        state=state, author_slug=author,
+        state=state,
+        author_slug=author,
         from_branch=f"feature/{rng.choice(REPO_WORDS)}-{number}",
         to_branch=rng.choice(BRANCH_TARGETS),
-        from_commit=rng.choice(hashes), to_commit=rng.choice(hashes),
-        created_ms=created_ms, updated_ms=updated_ms, closed_ms=closed_ms,
-        comment_count=int(rng.paretovariate(1.5)) - 1, task_count=rng.choice((0, 0, 0, 1, 2)),
+        from_commit=rng.choice(hashes),
+        to_commit=rng.choice(hashes),
+        created_ms=created_ms,
+        updated_ms=updated_ms,
+        closed_ms=closed_ms,
+        comment_count=int(rng.paretovariate(1.5)) - 1,
+        task_count=rng.choice((0, 0, 0, 1, 2)),
         version=rng.randint(0, 6),
-        reviewers=[Participant(s, "REVIEWER", state == "MERGED" or rng.random() < 0.3,
-                               "APPROVED" if state == "MERGED" else "UNAPPROVED")
-                   for s in reviewers],
+        reviewers=[
+            Participant(
+                s,
+                "REVIEWER",
+                state == "MERGED" or rng.random() < 0.3,
+                "APPROVED" if state == "MERGED" else "UNAPPROVED",
+            )
+            for s in reviewers
+        ],
         participants=[Participant(s, "PARTICIPANT", False, "UNAPPROVED") for s in participants],
         first_commit_ms=created_ms - int(rng.expovariate(1 / (DAY_S * 1000))),
-        first_review_ms=first_review, approved_ms=approved,
+        first_review_ms=first_review,
+        approved_ms=approved,
     )
 
 
 def make_pull_requests(
-    world: World, rng: random.Random, spec: SizeSpec, start_s: int,
+    world: World,
+    rng: random.Random,
+    spec: SizeSpec,
+    start_s: int,
     states: tuple[tuple[str, float], ...],
 ) -> None:
     repos = list(world.repos)
@@ -261,8 +404,9 @@ def make_pull_requests(
     )
     for created_ms, repo in created:
         state = pick_state(rng, states)
-        world.add_pull_request(new_pull_request(world, rng, repo, created_ms, state, user_cum),
-                               indexed=False)
+        world.add_pull_request(
+            new_pull_request(world, rng, repo, created_ms, state, user_cum), indexed=False
+        )
 
 
 def ensure_every_state(world: World, states: tuple[tuple[str, float], ...]) -> None:

@@ -52,8 +52,12 @@ class SimHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], app: Callable[[Request], Response],
-                 in_flight: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        app: Callable[[Request], Response],
+        in_flight: Callable[[int], None] | None = None,
+    ) -> None:
         self.app = app
         self.in_flight = in_flight  # told +1 / -1 around each API answer, latency included
         super().__init__(address, SimRequestHandler)
@@ -142,8 +146,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         """End the connection early: with a TCP RST when aborting, else with a plain FIN."""
         self.close_connection = True
         if abort:
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         else:
             try:
                 self.connection.shutdown(socket.SHUT_WR)

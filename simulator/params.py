@@ -9,9 +9,15 @@ from datetime import UTC, date, datetime
 class ApiError(Exception):
     """An error answer. `kind` selects the status for editions whose spec leaves it open."""
 
-    def __init__(self, kind: str, message: str, status: int = 400,
-                 exception_name: str | None = None, context: str | None = None,
-                 detail: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        status: int = 400,
+        exception_name: str | None = None,
+        context: str | None = None,
+        detail: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -22,9 +28,14 @@ class ApiError(Exception):
 
 
 def invalid(name: str, value: str, expected: str) -> ApiError:
-    return ApiError("invalid_request", "Invalid Request", 400,
-                    "com.analytics.api.InvalidParameterException", name,
-                    f"parameter {name}={value!r}: expected {expected}")
+    return ApiError(
+        "invalid_request",
+        "Invalid Request",
+        400,
+        "com.analytics.api.InvalidParameterException",
+        name,
+        f"parameter {name}={value!r}: expected {expected}",
+    )
 
 
 def parse_instant(name: str, value: str) -> int:
@@ -36,8 +47,11 @@ def parse_instant(name: str, value: str) -> int:
             return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise invalid(name, value, "an ISO-8601 date or timestamp such as "
-                      "2026-01-31 or 2026-01-31T10:00:00+01:00") from None
+        raise invalid(
+            name,
+            value,
+            "an ISO-8601 date or timestamp such as 2026-01-31 or 2026-01-31T10:00:00+01:00",
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp())
@@ -91,8 +105,14 @@ class Window:
     until: int | None
 
 
-def window(query: dict[str, str], since_name: str, until_name: str, scale: int,
-           default_span: int | None, now: int) -> Window:
+def window(
+    query: dict[str, str],
+    since_name: str,
+    until_name: str,
+    scale: int,
+    default_span: int | None,
+    now: int,
+) -> Window:
     """since/until in seconds (scale 1) or milliseconds (scale 1000).
 
     With neither bound given and `default_span` set, the window is the last `default_span`

@@ -79,12 +79,14 @@ class Store:
         world = self.world
         with world.lock:
             found = world.commit_index[query.scope].between(
-                query.since, query.until, self._until_inclusive())
+                query.since, query.until, self._until_inclusive()
+            )
             commits = world.commits
             now = world.now_s
             merges, readable = query.merges, query.readable
             result = [
-                idx for idx in found
+                idx
+                for idx in found
                 if commits[idx].pushed <= now
                 and (readable is None or commits[idx].repo in readable)
                 and (merges == "include" or (len(commits[idx].parents) > 1) == (merges == "only"))
@@ -107,7 +109,8 @@ class Store:
             prs = world.prs
             state, readable = query.state.upper(), query.readable
             result = [
-                idx for idx in found
+                idx
+                for idx in found
                 if (state == "ALL" or prs[idx].state == state)
                 and (readable is None or prs[idx].repo in readable)
             ]

@@ -40,8 +40,12 @@ def commit_files(commit: Commit) -> list[tuple[str, int, int]]:
         return []
     rng = random.Random(int(commit.hash[:16], 16))
     count = min(1 + int(rng.paretovariate(1.5)) - 1, 40) or 1
-    paths = sorted({f"{rng.choice(FILE_DIRS)}/file_{rng.randrange(500)}{rng.choice(FILE_EXTS)}"
-                    for _ in range(count)})
+    paths = sorted(
+        {
+            f"{rng.choice(FILE_DIRS)}/file_{rng.randrange(500)}{rng.choice(FILE_EXTS)}"
+            for _ in range(count)
+        }
+    )
     added = split_total(rng, commit.added, len(paths))
     deleted = split_total(rng, commit.deleted, len(paths))
     return list(zip(paths, added, deleted, strict=False))
@@ -57,19 +61,23 @@ def split_total(rng: random.Random, total: int, parts: int) -> list[int]:
 def cloud_author(world: World, commit: Commit) -> dict[str, object]:
     author = world.authors[commit.author]
     user = world.users.get(author.user_slug) if author.user_slug else None
-    return {"display_name": user.display_name if user else author.name,
-            "uuid": user.uuid if user else None}
+    return {
+        "display_name": user.display_name if user else author.name,
+        "uuid": user.uuid if user else None,
+    }
 
 
 def cloud_commit(world: World, commit: Commit) -> bytes:
     """Without `lines`; `with_cloud_lines` adds them for with_lines=true."""
-    return orjson.dumps({
-        "author": cloud_author(world, commit),
-        "date": local_naive(commit.time, commit.tz_minutes),
-        "hash": commit.hash,
-        "parents": [{"hash": p} for p in commit.parents],
-        "repository": {"slug": commit.repo},
-    })
+    return orjson.dumps(
+        {
+            "author": cloud_author(world, commit),
+            "date": local_naive(commit.time, commit.tz_minutes),
+            "hash": commit.hash,
+            "parents": [{"hash": p} for p in commit.parents],
+            "repository": {"slug": commit.repo},
+        }
+    )
 
 
 def with_cloud_lines(item: bytes, commit: Commit) -> bytes:
@@ -78,27 +86,32 @@ def with_cloud_lines(item: bytes, commit: Commit) -> bytes:
 
 def cloud_pull_request(world: World, pr: PullRequest) -> bytes:
     user = world.users[pr.author_slug]
-    return orjson.dumps({
-        "id": pr.id,
-        "title": pr.title,
-        "state": pr.state,
-        "closed": pr.closed,
-        "author": {"display_name": user.display_name, "uuid": user.uuid},
-        "destination": {"branch": {"name": pr.to_branch}, "repository": {"slug": pr.repo}},
-        "created_date": iso_micros_z(pr.created_ms),
-        "closed_date": iso_micros_z(pr.closed_ms) if pr.closed_ms is not None else None,
-        "updated_date": iso_micros_z(pr.updated_ms),
-        "comment_count": pr.comment_count,
-        "task_count": pr.task_count,
-    })
+    return orjson.dumps(
+        {
+            "id": pr.id,
+            "title": pr.title,
+            "state": pr.state,
+            "closed": pr.closed,
+            "author": {"display_name": user.display_name, "uuid": user.uuid},
+            "destination": {"branch": {"name": pr.to_branch}, "repository": {"slug": pr.repo}},
+            "created_date": iso_micros_z(pr.created_ms),
+            "closed_date": iso_micros_z(pr.closed_ms) if pr.closed_ms is not None else None,
+            "updated_date": iso_micros_z(pr.updated_ms),
+            "comment_count": pr.comment_count,
+            "task_count": pr.task_count,
+        }
+    )
 
 
 # self-hosted -------------------------------------------------------------------------------
 def server_repository(world: World, slug: str) -> dict[str, object]:
     repo = world.repos[slug]
     project = world.projects[repo.project_key]
-    return {"slug": repo.slug, "name": repo.name,
-            "project": {"key": project.key, "name": project.name, "type": project.type}}
+    return {
+        "slug": repo.slug,
+        "name": repo.name,
+        "project": {"key": project.key, "name": project.name, "type": project.type},
+    }
 
 
 def server_user(world: World, slug: str) -> dict[str, str]:
@@ -127,59 +140,103 @@ def server_commit(world: World, commit: Commit, parent_len: int) -> bytes:
 
 def server_commit_with_files(world: World, commit: Commit, parent_len: int) -> bytes:
     item = server_commit_dict(world, commit, parent_len)
-    item["files"] = [{"path": path, "linesOfCode": {"added": a, "deleted": d}}
-                     for path, a, d in commit_files(commit)]
+    item["files"] = [
+        {"path": path, "linesOfCode": {"added": a, "deleted": d}}
+        for path, a, d in commit_files(commit)
+    ]
     return orjson.dumps(item)
 
 
 def participant(world: World, person: Participant) -> dict[str, object]:
-    return {"user": server_user(world, person.user_slug), "approved": person.approved,
-            "role": person.role, "status": person.status}
+    return {
+        "user": server_user(world, person.user_slug),
+        "approved": person.approved,
+        "role": person.role,
+        "status": person.status,
+    }
 
 
 def server_ref(world: World, repo: str, branch: str, commit: str) -> dict[str, object]:
-    return {"repository": server_repository(world, repo), "latestCommit": commit,
-            "displayId": branch, "id": f"refs/heads/{branch}"}
+    return {
+        "repository": server_repository(world, repo),
+        "latestCommit": commit,
+        "displayId": branch,
+        "id": f"refs/heads/{branch}",
+    }
 
 
 def server_pull_request(world: World, pr: PullRequest, base_url: str) -> bytes:
     repo = world.repos[pr.repo]
     href = f"{base_url}/projects/{repo.project_key}/repos/{repo.slug}/pull-requests/{pr.id}"
-    return orjson.dumps({
-        "id": pr.id,
-        "title": pr.title,
-        "description": pr.description,
-        "state": pr.state,
-        "open": not pr.closed,
-        "closed": pr.closed,
-        "locked": pr.locked,
-        "version": pr.version,
-        "createdDate": pr.created_ms,
-        "updatedDate": pr.updated_ms,
-        "links": {"self": [{"href": href}]},
-        "author": participant(world, Participant(pr.author_slug, "AUTHOR", False, "UNAPPROVED")),
-        "reviewers": [participant(world, p) for p in pr.reviewers],
-        "participants": [participant(world, p) for p in pr.participants],
-        "fromRef": server_ref(world, pr.repo, pr.from_branch, pr.from_commit),
-        "toRef": server_ref(world, pr.repo, pr.to_branch, pr.to_commit),
-    })
+    return orjson.dumps(
+        {
+            "id": pr.id,
+            "title": pr.title,
+            "description": pr.description,
+            "state": pr.state,
+            "open": not pr.closed,
+            "closed": pr.closed,
+            "locked": pr.locked,
+            "version": pr.version,
+            "createdDate": pr.created_ms,
+            "updatedDate": pr.updated_ms,
+            "links": {"self": [{"href": href}]},
+            "author": participant(
+                world, Participant(pr.author_slug, "AUTHOR", False, "UNAPPROVED")
+            ),
+            "reviewers": [participant(world, p) for p in pr.reviewers],
+            "participants": [participant(world, p) for p in pr.participants],
+            "fromRef": server_ref(world, pr.repo, pr.from_branch, pr.from_commit),
+            "toRef": server_ref(world, pr.repo, pr.to_branch, pr.to_commit),
+        }
+    )
 
 
 # CSV ---------------------------------------------------------------------------------------
-COMMIT_CSV_HEADER = ("Date", "Author email", "Author name", "Author username", "Repository",
-                     "Project", "Commit hash", "Merge commit", "Lines added", "Lines deleted")
-PULL_REQUEST_CSV_HEADER = ("Created date", "Last updated date", "Author name",
-                           "Author username", "Repository", "Project", "State",
-                           "Pull request id", "Reviewers", "Time to open (s)",
-                           "Pickup time (s)", "Review time (s)", "Time to resolve (s)")
+COMMIT_CSV_HEADER = (
+    "Date",
+    "Author email",
+    "Author name",
+    "Author username",
+    "Repository",
+    "Project",
+    "Commit hash",
+    "Merge commit",
+    "Lines added",
+    "Lines deleted",
+)
+PULL_REQUEST_CSV_HEADER = (
+    "Created date",
+    "Last updated date",
+    "Author name",
+    "Author username",
+    "Repository",
+    "Project",
+    "State",
+    "Pull request id",
+    "Reviewers",
+    "Time to open (s)",
+    "Pickup time (s)",
+    "Review time (s)",
+    "Time to resolve (s)",
+)
 
 
 def commit_csv_row(world: World, commit: Commit) -> tuple[object, ...]:
     author = world.authors[commit.author]
     repo = world.repos[commit.repo]
-    return (iso_seconds_z(commit.time), author.email, author.name, author.user_slug or "",
-            repo.name, world.projects[repo.project_key].name, commit.hash,
-            "true" if commit.is_merge else "false", commit.added, commit.deleted)
+    return (
+        iso_seconds_z(commit.time),
+        author.email,
+        author.name,
+        author.user_slug or "",
+        repo.name,
+        world.projects[repo.project_key].name,
+        commit.hash,
+        "true" if commit.is_merge else "false",
+        commit.added,
+        commit.deleted,
+    )
 
 
 def seconds_between(start_ms: int | None, end_ms: int | None) -> object:
@@ -191,10 +248,18 @@ def seconds_between(start_ms: int | None, end_ms: int | None) -> object:
 def pull_request_csv_row(world: World, pr: PullRequest) -> tuple[object, ...]:
     user = world.users[pr.author_slug]
     repo = world.repos[pr.repo]
-    return (iso_micros_z(pr.created_ms), iso_micros_z(pr.updated_ms), user.display_name,
-            user.slug, repo.name, world.projects[repo.project_key].name, pr.state, pr.id,
-            "; ".join(world.users[r.user_slug].display_name for r in pr.reviewers),
-            seconds_between(pr.first_commit_ms, pr.created_ms),
-            seconds_between(pr.created_ms, pr.first_review_ms),
-            seconds_between(pr.first_review_ms, pr.approved_ms),
-            seconds_between(pr.created_ms, pr.closed_ms))
+    return (
+        iso_micros_z(pr.created_ms),
+        iso_micros_z(pr.updated_ms),
+        user.display_name,
+        user.slug,
+        repo.name,
+        world.projects[repo.project_key].name,
+        pr.state,
+        pr.id,
+        "; ".join(world.users[r.user_slug].display_name for r in pr.reviewers),
+        seconds_between(pr.first_commit_ms, pr.created_ms),
+        seconds_between(pr.created_ms, pr.first_review_ms),
+        seconds_between(pr.first_review_ms, pr.approved_ms),
+        seconds_between(pr.created_ms, pr.closed_ms),
+    )

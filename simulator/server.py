@@ -18,7 +18,8 @@ from .selfhosted import ServerEdition
 from .world import World
 
 EDITION_CLASSES: dict[str, Callable[[HostApp], EditionBase]] = {
-    "cloud": CloudEdition, "server": ServerEdition,
+    "cloud": CloudEdition,
+    "server": ServerEdition,
 }
 HOUR_S = 3600
 
@@ -60,13 +61,15 @@ class Simulator:
     def start(self) -> Simulator:
         from .http import SimHTTPServer
 
-        self._server = SimHTTPServer((self.config.host, self.config.port), self.app,
-                                     self.app.log.in_flight)
+        self._server = SimHTTPServer(
+            (self.config.host, self.config.port), self.app, self.app.log.in_flight
+        )
         host, port = self._server.server_address[:2]
         self.app.base_url = f"http://{host}:{port}"
         self.app.store.forget_rendering()  # links carry the base URL
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -115,10 +118,14 @@ class Simulator:
             creds = f"token={self.config.token}"
         else:
             scope = f"projects={','.join(data['projects'])}"
-            creds = (f"user={self.config.username} password={self.config.password} "
-                     f"bearer={self.config.server_token}")
-        return (f"repo-analytics simulator: edition={self.config.edition} "
-                f"url={self.api_base} {scope} {creds} control={self.base_url}/_sim/")
+            creds = (
+                f"user={self.config.username} password={self.config.password} "
+                f"bearer={self.config.server_token}"
+            )
+        return (
+            f"repo-analytics simulator: edition={self.config.edition} "
+            f"url={self.api_base} {scope} {creds} control={self.base_url}/_sim/"
+        )
 
     # control, in-process ---------------------------------------------------------------------
     def truth(self, kind: str, **query: str) -> list[dict[str, Any]]:
@@ -128,8 +135,7 @@ class Simulator:
     def advance(self, **duration: float) -> dict[str, Any]:
         from .control import advance_seconds
 
-        return activity.advance(self.app.world, advance_seconds(duration),
-                                self.app.edition.states)
+        return activity.advance(self.app.world, advance_seconds(duration), self.app.edition.states)
 
     def set_faults(self, spec: str | dict[str, Any]) -> None:
         self.app.faults.set_from(spec)

@@ -130,8 +130,12 @@ class World:
     # pull requests ------------------------------------------------------------------------
     def pr_scopes(self, pr: PullRequest) -> list[Scope]:
         repo = self.repos[pr.repo]
-        return [GLOBAL, ("project", repo.project_key), ("repo", repo.slug),
-                ("user", pr.author_slug)]
+        return [
+            GLOBAL,
+            ("project", repo.project_key),
+            ("repo", repo.slug),
+            ("user", pr.author_slug),
+        ]
 
     def add_pull_request(self, pr: PullRequest, indexed: bool = True) -> None:
         pr.idx = len(self.prs)

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EDITION_MODULES = {ROOT / "sources" / "repo_analytics" / "cloud.py",
-                   ROOT / "sources" / "repo_analytics" / "server.py"}
+EDITION_MODULES = {
+    ROOT / "sources" / "repo_analytics" / "cloud.py",
+    ROOT / "sources" / "repo_analytics" / "server.py",
+}
 NAMES = ("cloud", "server")
 
 
@@ -26,17 +28,25 @@ def name_tests(name: str) -> re.Pattern[str]:
         rf"""(==|!=)\s*{quoted}"""
         rf"""|{quoted}\s*(==|!=|:(?!\S))"""
         rf"""|\bin\s*[(\[{{][^)\]}}]*{quoted}"""
-        rf"""|\bcase\s+{quoted}""")
+        rf"""|\bcase\s+{quoted}"""
+    )
 
 
 def offending_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines()
-            if any(name_tests(name).search(line) for name in NAMES)]
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if any(name_tests(name).search(line) for name in NAMES)
+    ]
 
 
 def python_files() -> list[Path]:
-    return sorted(path for folder in ("sources", "pipelines")
-                  for path in (ROOT / folder).rglob("*.py") if path not in EDITION_MODULES)
+    return sorted(
+        path
+        for folder in ("sources", "pipelines")
+        for path in (ROOT / folder).rglob("*.py")
+        if path not in EDITION_MODULES
+    )
 
 
 @pytest.mark.parametrize("path", python_files(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -44,22 +54,28 @@ def test_no_edition_name_is_tested_outside_the_edition_modules(path: Path) -> No
     assert offending_lines(path.read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.parametrize("line", [
-    'if edition == "cloud":',
-    "if spec.name != 'server':",
-    'if "cloud" == edition:',
-    'DEMO_LEVELS = {"cloud": ["workspace"], "server": ["global"]}',
-    'if edition in ("cloud", "server"):',
-    '    case "server":',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if edition == "cloud":',
+        "if spec.name != 'server':",
+        'if "cloud" == edition:',
+        'DEMO_LEVELS = {"cloud": ["workspace"], "server": ["global"]}',
+        'if edition in ("cloud", "server"):',
+        '    case "server":',
+    ],
+)
 def test_the_check_finds_each_form(line: str) -> None:
     assert offending_lines(line) == [line.strip()]
 
 
-@pytest.mark.parametrize("line", [
-    'demo.add_argument("--edition", choices=tuple(EDITION_SPECS), default="cloud")',
-    "# the cloud edition's commit date has no zone",
-    'cloud_commits = "cloud_commits"',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'demo.add_argument("--edition", choices=tuple(EDITION_SPECS), default="cloud")',
+        "# the cloud edition's commit date has no zone",
+        'cloud_commits = "cloud_commits"',
+    ],
+)
 def test_the_check_leaves_other_mentions(line: str) -> None:
     assert offending_lines(line) == []

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from simulator.config import Conditions
 from simulator.faults import FAULT_KINDS
@@ -34,8 +38,14 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 def test_every_fault_kind_and_condition_is_documented() -> None:
     fault_table = README.split("| kind | what the client sees |", 1)[1].split("\n\n", 1)[0]
-    documented = set(re.findall(r"`([^`]+)`", "".join(
-        line.split("|")[1] for line in fault_table.splitlines() if line.startswith("|"))))
+    documented = set(
+        re.findall(
+            r"`([^`]+)`",
+            "".join(
+                line.split("|")[1] for line in fault_table.splitlines() if line.startswith("|")
+            ),
+        )
+    )
     assert documented == set(FAULT_KINDS)
     for field in dataclasses.fields(Conditions):
         assert f"| `{field.name}` |" in README, field.name
@@ -58,8 +68,15 @@ def test_every_table_and_config_key_is_documented() -> None:
             for child in endpoint.children:
                 assert f"`{child.table}`" in README, child.table
     # set by our own pipelines, not by users
-    internal = {"report", "now", "backfill_window", "merge_strategy", "host_gate",
-                "range_discovery", "nightly_cursors"}
+    internal = {
+        "report",
+        "now",
+        "backfill_window",
+        "merge_strategy",
+        "host_gate",
+        "range_discovery",
+        "nightly_cursors",
+    }
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
     for name in parameters:
         if name == "retry":
@@ -73,7 +90,8 @@ def test_every_table_and_config_key_is_documented() -> None:
 # and data from their own temp folders; a fresh clone elsewhere has none of these.
 MACHINE_PATH = re.compile(
     r"""(?<![\w.<>-])(?:/tmp|/var/tmp|/root|/home/[^/\s"']+|/Users/[^/\s"']+)(?:/[^\s"'`)]*)?"""
-    r"""|[^\s"'`]*/\.?venv/bin/[^\s"'`]*""")
+    r"""|[^\s"'`]*/\.?venv/bin/[^\s"'`]*"""
+)
 
 
 def machine_paths(text: str) -> list[str]:
@@ -82,13 +100,19 @@ def machine_paths(text: str) -> list[str]:
 
 def test_machine_path_pattern_finds_what_it_must() -> None:
     # built from parts, so that this file names no such path itself
-    bad = ["/".join(("", *parts)) for parts in (
-        ("tmp", "venv", "bin", "repo-analytics"),
-        ("root", ".pyenv", "versions", "3.11.7", "lib", "python3.11", "ssl.py"),
-        ("home", "ci", "project", ".venv", "bin", "python"),
-        ("opt", "app", ".venv", "bin", "pytest"))]
-    text = (f'CLI = "{bad[0]}"\nx = \'{bad[1]}\'\nrun {bad[2]} and {bad[3]}\n'
-            "fine: tmp_path / 'tmp', ./tmp/x, http://h/tmp, <stdlib>/tmp.py\n")
+    bad = [
+        "/".join(("", *parts))
+        for parts in (
+            ("tmp", "venv", "bin", "repo-analytics"),
+            ("root", ".pyenv", "versions", "3.11.7", "lib", "python3.11", "ssl.py"),
+            ("home", "ci", "project", ".venv", "bin", "python"),
+            ("opt", "app", ".venv", "bin", "pytest"),
+        )
+    ]
+    text = (
+        f"CLI = \"{bad[0]}\"\nx = '{bad[1]}'\nrun {bad[2]} and {bad[3]}\n"
+        "fine: tmp_path / 'tmp', ./tmp/x, http://h/tmp, <stdlib>/tmp.py\n"
+    )
     assert machine_paths(text) == bad
 
 
@@ -104,3 +128,21 @@ def test_no_test_bench_or_ci_file_names_a_machine_path() -> None:
                 text = head + rest.split("def test_no_test_bench_or_ci_file_names", 1)[1]
             offenders += [f"{path.relative_to(ROOT)}: {hit}" for hit in machine_paths(text)]
     assert offenders == []
+
+
+CODE_FOLDERS = ("sources", "pipelines", "simulator", "tests", "bench")
+
+
+@pytest.mark.parametrize("tool", [("format", "--check"), ("check",)], ids=["format", "lint"])
+def test_the_tree_is_formatted_and_lint_clean(tool: tuple[str, ...]) -> None:
+    """`ruff format` is the tree's format (pinned in the test extra), and `ruff check` is
+    clean: a change that was not formatted, or brings a lint finding, fails here."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *tool, *CODE_FOLDERS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

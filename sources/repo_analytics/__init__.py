@@ -59,9 +59,17 @@ from .scopes import (
 from .tables import Endpoint
 
 __all__ = [
-    "ConfigError", "EDITION_SPECS", "FatalApiError", "RepoAnalyticsConfiguration",
-    "RepoAnalyticsError", "WINDOW_MARKER",
-    "RetryBudgetExhausted", "RunPlan", "RunReport", "SkippableApiError", "repo_analytics",
+    "ConfigError",
+    "EDITION_SPECS",
+    "FatalApiError",
+    "RepoAnalyticsConfiguration",
+    "RepoAnalyticsError",
+    "WINDOW_MARKER",
+    "RetryBudgetExhausted",
+    "RunPlan",
+    "RunReport",
+    "SkippableApiError",
+    "repo_analytics",
 ]
 
 WINDOW_MARKER = "backfill_windows"
@@ -148,24 +156,49 @@ def repo_analytics(
     Yields:
         One resource per selected endpoint and level.
     """
-    settings = resolve_settings({key: value for key, value in {
-        "edition": edition, "base_url": base_url, "api_prefix": api_prefix,
-        "workspace": workspace, "projects": projects, "levels": levels, "resources": resources,
-        "repositories": repositories, "users": users, "start_date": start_date,
-        "end_date": end_date, "lookback_days": lookback_days, "page_size": page_size,
-        "statistics_period": statistics_period, "concurrency": concurrency,
-        "with_files": with_files, "retry": retry, "token": token, "username": username,
-        "password": password}.items() if value is not None})
+    settings = resolve_settings(
+        {
+            key: value
+            for key, value in {
+                "edition": edition,
+                "base_url": base_url,
+                "api_prefix": api_prefix,
+                "workspace": workspace,
+                "projects": projects,
+                "levels": levels,
+                "resources": resources,
+                "repositories": repositories,
+                "users": users,
+                "start_date": start_date,
+                "end_date": end_date,
+                "lookback_days": lookback_days,
+                "page_size": page_size,
+                "statistics_period": statistics_period,
+                "concurrency": concurrency,
+                "with_files": with_files,
+                "retry": retry,
+                "token": token,
+                "username": username,
+                "password": password,
+            }.items()
+            if value is not None
+        }
+    )
     spec = edition_spec(settings.edition)
-    plan = build_plan(spec, {**settings, "backfill": backfill_window is not None,
-                             "merge_strategy": merge_strategy}, now)
+    plan = build_plan(
+        spec,
+        {**settings, "backfill": backfill_window is not None, "merge_strategy": merge_strategy},
+        now,
+    )
     run_report = report if report is not None else RunReport()
     if nightly_cursors is not None:
         for name, cursors in nightly_cursors.items():
             yield cursor_seed(name, cursors)
         return
-    run_report.read_range = (plan.start if plan.backfill
-                             else max(plan.start, plan.until - plan.lookback), plan.until)
+    run_report.read_range = (
+        plan.start if plan.backfill else max(plan.start, plan.until - plan.lookback),
+        plan.until,
+    )
     client = edition_client(plan, run_report, host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
     for endpoint, scopes in planned_reads(ctx, range_discovery):
@@ -181,12 +214,14 @@ def repo_analytics(
 def cursor_seed(name: str, cursors: dict[str, datetime]) -> DltResource:
     """Moves the cursors of resource `name` up to the given values (never back); reads
     nothing. dlt commits the state with an otherwise empty load."""
+
     def seed() -> Iterator[Any]:
         states = dlt.current.resource_state().setdefault(SCOPES_STATE_KEY, {})
         for key, value in cursors.items():
             state = states.setdefault(key, {})
-            state[CURSOR_STATE_KEY] = max(stored_cursor(state.get(CURSOR_STATE_KEY))
-                                          + stored_cursor(value))
+            state[CURSOR_STATE_KEY] = max(
+                stored_cursor(state.get(CURSOR_STATE_KEY)) + stored_cursor(value)
+            )
         yield from ()
 
     return dlt.resource(seed, name=name, section="repo_analytics")()
@@ -199,6 +234,7 @@ def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> Dlt
     after this resource runs, withdraws the record before dlt commits the state at the end of
     the extract, so a rerun reads the window again.
     """
+
     def finished() -> Iterator[Any]:
         records = dlt.current.resource_state().setdefault("finished", {})
         records[key] = signature
@@ -208,8 +244,9 @@ def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> Dlt
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
 
 
-def pending_details_resource(ctx: ReadContext, endpoint: Endpoint,
-                             scopes: Sequence[Scope]) -> DltResource:
+def pending_details_resource(
+    ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Scope]
+) -> DltResource:
     """Fetches the details the list resource of `endpoint` had to skip in earlier runs (its
     state holds them, per scope), however old: the list reads only its look-back."""
     spec = endpoint.details
@@ -218,19 +255,35 @@ def pending_details_resource(ctx: ReadContext, endpoint: Endpoint,
     # read now, in the source function: while the resources run, the list resource adds
     # the items it has just tried
     stored = dlt.current.source_state().get("resources", {}).get(endpoint.name, {})
-    wanted = {key: list((state.get(PENDING_STATE_KEY) or {}).items())
-              for key, state in (stored.get(SCOPES_STATE_KEY) or {}).items()}
+    wanted = {
+        key: list((state.get(PENDING_STATE_KEY) or {}).items())
+        for key, state in (stored.get(SCOPES_STATE_KEY) or {}).items()
+    }
 
     def pending() -> Iterator[Any]:
         resources = dlt.current.source_state().setdefault("resources", {})
         states = resources.setdefault(endpoint.name, {}).setdefault(SCOPES_STATE_KEY, {})
-        tasks = [partial(read_pending, ctx, spec, endpoint, scope,
-                         states.setdefault(scope.key, {}), wanted.get(scope.key, []))
-                 for scope in scopes if wanted.get(scope.key)]
+        tasks = [
+            partial(
+                read_pending,
+                ctx,
+                spec,
+                endpoint,
+                scope,
+                states.setdefault(scope.key, {}),
+                wanted.get(scope.key, []),
+            )
+            for scope in scopes
+            if wanted.get(scope.key)
+        ]
         yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
-    return dlt.resource(pending, name=f"{spec.table}.pending.{endpoint.level}",
-                        table_name=spec.table, section="repo_analytics")()
+    return dlt.resource(
+        pending,
+        name=f"{spec.table}.pending.{endpoint.level}",
+        table_name=spec.table,
+        section="repo_analytics",
+    )()
 
 
 def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoint]:
@@ -241,28 +294,33 @@ def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoi
     return endpoint_for(ctx, listing.refreshes[0], listing.level)
 
 
-def planned_reads(ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = None
-                  ) -> Iterator[tuple[Endpoint, list[Scope]]]:
+def planned_reads(
+    ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = None
+) -> Iterator[tuple[Endpoint, list[Scope]]]:
     """Each endpoint of this run with its scopes, discovered once and shared."""
     plan = ctx.plan
-    wanted = [e for e in plan.edition.endpoints
-              if e.level in plan.levels and e.resource in plan.resources]
+    wanted = [
+        e for e in plan.edition.endpoints if e.level in plan.levels and e.resource in plan.resources
+    ]
     levels = {e.level for e in wanted}
     scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
     if levels & {"project", "repository", "user"}:
         repositories, users = scopes_to_read(ctx, "user" in levels, range_discovery)
         scopes["repository"] = [repository_scope(ctx, names) for names in sorted(repositories)]
-        projects = plan.projects if plan.projects is not None else sorted(
-            {names[0] for names in repositories if len(names) > 1})
+        projects = (
+            plan.projects
+            if plan.projects is not None
+            else sorted({names[0] for names in repositories if len(names) > 1})
+        )
         scopes["project"] = [project_scope(ctx, key) for key in projects]
         scopes["user"] = [user_scope(ctx, user) for user in users]
     for endpoint in wanted:
         yield endpoint, scopes.get(endpoint.level, [])
 
 
-def scopes_to_read(ctx: ReadContext, need_users: bool,
-                   range_discovery: Optional[RangeDiscovery] = None
-                   ) -> tuple[set[tuple[str, ...]], list[str]]:
+def scopes_to_read(
+    ctx: ReadContext, need_users: bool, range_discovery: Optional[RangeDiscovery] = None
+) -> tuple[set[tuple[str, ...]], list[str]]:
     """Repositories and users: configured, or read before plus active since the newest cursor
     (a backfill window: repositories active in the window, users active in the backfill's
     whole range, `range_discovery`).
@@ -298,32 +356,37 @@ def scopes_to_read(ctx: ReadContext, need_users: bool,
         users = directory
     else:
         known = {key[0] for key in known_scopes(resource_states, "user")}
-        ranged = (range_discovery.discovered(ctx).users if discover_users and range_discovery
-                  else set())
+        ranged = (
+            range_discovery.discovered(ctx).users if discover_users and range_discovery else set()
+        )
         users = sorted(known | discovered.users | ranged)
     return repositories, users
 
 
-def endpoint_resource(ctx: ReadContext, endpoint: Endpoint,
-                      scopes: Sequence[Scope]) -> DltResource:
+def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Scope]) -> DltResource:
     """One dlt resource reading `endpoint` for all of its scopes, `concurrency` at once.
 
     Each scope keeps its own cursor in the resource's state (`scopes.<key>.last_value`), set
     to the run's end once the scope was read completely: a skipped scope keeps its cursor,
     and a new scope starts at `start_date`, whatever the other scopes' cursors.
     """
+
     def read_scopes() -> Iterator[Any]:
         state = dlt.current.resource_state()
         if endpoint.cursor:
             state[CURSOR_COLUMN_STATE_KEY] = endpoint.cursor  # shown by `repo-analytics state`
         states = state.setdefault(SCOPES_STATE_KEY, {})
-        tasks = [partial(read_scope, ctx, endpoint,
-                         replace(scope, state=states.setdefault(scope.key, {})))
-                 for scope in scopes]
+        tasks = [
+            partial(
+                read_scope, ctx, endpoint, replace(scope, state=states.setdefault(scope.key, {}))
+            )
+            for scope in scopes
+        ]
         yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
-    return dlt.resource(read_scopes, name=endpoint.name, table_name=endpoint.table,
-                        section="repo_analytics")()
+    return dlt.resource(
+        read_scopes, name=endpoint.name, table_name=endpoint.table, section="repo_analytics"
+    )()
 
 
 def read_scope(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[Batch]:

@@ -37,8 +37,9 @@ class RetryableError(Exception):
     """A transient failure; `retry_after` is the host's own wait hint in seconds;
     `unreachable` names the host when no connection could be made (refused, no such name)."""
 
-    def __init__(self, reason: str, retry_after: float | None = None,
-                 unreachable: str | None = None) -> None:
+    def __init__(
+        self, reason: str, retry_after: float | None = None, unreachable: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason, self.retry_after, self.unreachable = reason, retry_after, unreachable
 
@@ -51,7 +52,8 @@ def reason_of(error: BaseException | None) -> str:
 def is_retryable(error: BaseException) -> bool:
     """Transient failures, and skippable ones the host may clear soon (unindexed changes)."""
     return isinstance(error, RetryableError) or (
-        isinstance(error, SkippableApiError) and error.retryable)
+        isinstance(error, SkippableApiError) and error.retryable
+    )
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,17 @@ class ApiClient:
         gate: the host's gate, shared with the other clients of the host (backfill windows).
     """
 
-    def __init__(self, api_base: str, headers: Mapping[str, str],
-                 error_rules: tuple[ErrorRule, ...], error_message: Any,
-                 error_envelope: ErrorEnvelope, settings: RetryConfiguration, report: RunReport,
-                 gate: HostGate | None = None) -> None:
+    def __init__(
+        self,
+        api_base: str,
+        headers: Mapping[str, str],
+        error_rules: tuple[ErrorRule, ...],
+        error_message: Any,
+        error_envelope: ErrorEnvelope,
+        settings: RetryConfiguration,
+        report: RunReport,
+        gate: HostGate | None = None,
+    ) -> None:
         self.api_base = api_base.rstrip("/")
         self._headers = dict(headers)
         self._rules = error_rules
@@ -180,8 +189,9 @@ class ApiClient:
         """One JSON answer; retried on transient failures, classified otherwise."""
         return self._retrying(lambda: self._get_json_once(path, params, label), label)
 
-    def get_lines(self, path: str, params: Mapping[str, Any] | None, label: str,
-                  accept: str = "text/csv") -> Iterator[bytes]:
+    def get_lines(
+        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str = "text/csv"
+    ) -> Iterator[bytes]:
         """A text body line by line (CSV exports), never held whole in memory.
 
         The body is read to its end into a spooled file (memory up to `SPOOL_BYTES`, disk
@@ -209,11 +219,13 @@ class ApiClient:
                     f"cannot connect to {error.unreachable} ({error.reason}) after "
                     f"{self.settings.max_attempts} attempts: check base_url and that the host "
                     "is up and reachable from here, then rerun; nothing of this run was "
-                    "loaded and the saved state is unchanged") from None
+                    "loaded and the saved state is unchanged"
+                ) from None
             raise RetryBudgetExhausted(
                 f"`{label}` still failing after {self.settings.max_attempts} attempts "
                 f"({error.reason}); nothing of this run was loaded and the saved state is "
-                "unchanged: rerun later, or raise retry.max_attempts") from None
+                "unchanged: rerun later, or raise retry.max_attempts"
+            ) from None
 
     def _stop(self, state: RetryCallState) -> bool:
         error = state.outcome.exception() if state.outcome else None
@@ -224,21 +236,25 @@ class ApiClient:
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
         hint = error.retry_after if isinstance(error, RetryableError) else None
-        backoff = min(self.settings.max_wait_seconds,
-                      self.settings.backoff_base * 2 ** (state.attempt_number - 1))
+        backoff = min(
+            self.settings.max_wait_seconds,
+            self.settings.backoff_base * 2 ** (state.attempt_number - 1),
+        )
         seconds = hint if hint is not None else random.uniform(0, backoff)  # full jitter
         failure = f" (last failure: {reason_of(error)})"
         if seconds > self.settings.max_wait_seconds:
             raise RetryBudgetExhausted(
                 f"the host asked to wait {seconds:.0f} s, more than retry.max_wait_seconds="
                 f"{self.settings.max_wait_seconds:g}{failure}; nothing of this run was loaded: "
-                "rerun later")
+                "rerun later"
+            )
         with self._wait_lock:
             if self._waited + seconds > self.settings.total_wait_seconds:
                 raise RetryBudgetExhausted(
                     f"waiting {seconds:.1f} s more would pass retry.total_wait_seconds="
                     f"{self.settings.total_wait_seconds:g} for this run{failure}; nothing of "
-                    "this run was loaded and the saved state is unchanged: rerun later")
+                    "this run was loaded and the saved state is unchanged: rerun later"
+                )
             self._waited += seconds
         return seconds
 
@@ -250,16 +266,20 @@ class ApiClient:
         if isinstance(error, RetryableError) and error.retry_after is not None:
             self.gate.hold(seconds)
         # a host that cannot be reached says so once, in the final error: not a line per try
-        log = (logger.info if isinstance(error, RetryableError) and error.unreachable
-               else logger.warning)
+        log = (
+            logger.info
+            if isinstance(error, RetryableError) and error.unreachable
+            else logger.warning
+        )
         log(f"retrying {label} in {seconds:.2f} s (attempt {state.attempt_number}): {reason}")
 
     @staticmethod
     def _sleep(seconds: float) -> None:
         time.sleep(seconds)
 
-    def _send(self, path: str, params: Mapping[str, Any] | None, label: str, accept: str,
-              stream: bool) -> requests.Response:
+    def _send(
+        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
+    ) -> requests.Response:
         began = time.monotonic()
         waited = self.gate.wait_turn()
         if waited:
@@ -269,18 +289,25 @@ class ApiClient:
         try:
             with self.gate.in_flight:
                 response = self._session().get(
-                    url, params=params, headers={"Accept": accept}, stream=stream,
-                    timeout=(self.settings.connect_timeout, self.settings.read_timeout))
+                    url,
+                    params=params,
+                    headers={"Accept": accept},
+                    stream=stream,
+                    timeout=(self.settings.connect_timeout, self.settings.read_timeout),
+                )
         except requests.Timeout:
             raise RetryableError(f"timeout from {sanitise(url)}") from None
         except requests.ConnectionError as error:
-            if isinstance(getattr(error.args[0] if error.args else None, "reason", None),
-                          NewConnectionError):  # refused, or no such host name
+            if isinstance(
+                getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError
+            ):  # refused, or no such host name
                 host = urlsplit(sanitise(url)).netloc
-                raise RetryableError(f"connection refused or host not found: "
-                                     f"{sanitise(url)}", unreachable=host) from None
-            raise RetryableError(f"connection error from {sanitise(url)}: "
-                                 f"{type(error).__name__}") from None
+                raise RetryableError(
+                    f"connection refused or host not found: {sanitise(url)}", unreachable=host
+                ) from None
+            raise RetryableError(
+                f"connection error from {sanitise(url)}: {type(error).__name__}"
+            ) from None
         except requests.exceptions.ChunkedEncodingError:
             # Not a ConnectionError subclass: a body cut short (fewer bytes than
             # Content-Length), read inside `get` when not streaming.
@@ -318,17 +345,23 @@ class ApiClient:
 
     @staticmethod
     def _not_expected(response: requests.Response, kind: str, wanted: str) -> FatalApiError:
-        advice = ("check base_url and api_prefix; if they are right, report it with this line"
-                  if kind in JSON_TYPES else "most likely a single sign-on or proxy login page: "
-                  "check base_url and that the API is reachable without an interactive login")
+        advice = (
+            "check base_url and api_prefix; if they are right, report it with this line"
+            if kind in JSON_TYPES
+            else "most likely a single sign-on or proxy login page: "
+            "check base_url and that the API is reachable without an interactive login"
+        )
         return FatalApiError(
             "not_json" if wanted == "JSON" else "not_csv",
             f"the host answered {sanitise(response.url)} with {response.status_code} and "
             f"`{kind or 'no content type'}` instead of {wanted} — {advice}",
-            response.status_code, sanitise(response.url))
+            response.status_code,
+            sanitise(response.url),
+        )
 
-    def _download(self, path: str, params: Mapping[str, Any] | None, label: str,
-                  accept: str) -> IO[bytes]:
+    def _download(
+        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str
+    ) -> IO[bytes]:
         response = self._send(path, params, label, accept, stream=True)
         kind = content_kind(response)
         if kind in JSON_TYPES or kind == "text/html":
@@ -342,8 +375,9 @@ class ApiClient:
             # a read timeout mid-body is a ConnectionError too
             read = spool.tell()
             spool.close()
-            raise RetryableError(f"the stream from {sanitise(response.url)} broke off after "
-                                 f"{read} bytes") from None
+            raise RetryableError(
+                f"the stream from {sanitise(response.url)} broke off after {read} bytes"
+            ) from None
         except BaseException:
             spool.close()
             raise
@@ -362,8 +396,10 @@ class ApiClient:
         status = response.status_code
         url = sanitise(response.url)
         if status in RETRYABLE_STATUSES:
-            raise RetryableError(f"HTTP {status} from {url}",
-                                 retry_after_seconds(response.headers.get("Retry-After")))
+            raise RetryableError(
+                f"HTTP {status} from {url}",
+                retry_after_seconds(response.headers.get("Retry-After")),
+            )
         is_json = content_kind(response) in JSON_TYPES
         message = ""
         if is_json:
@@ -372,9 +408,14 @@ class ApiClient:
             except orjson.JSONDecodeError:
                 message = ""
         self._raise_by_rules(status, url, message, is_json)
-        raise FatalApiError("unexpected", f"HTTP {status} from {url}: "
-                            f"{message or 'no error message'}; the host refused a request this "
-                            "extractor did not expect to fail", status, url)
+        raise FatalApiError(
+            "unexpected",
+            f"HTTP {status} from {url}: "
+            f"{message or 'no error message'}; the host refused a request this "
+            "extractor did not expect to fail",
+            status,
+            url,
+        )
 
     def _raise_for_error_body(self, status: int, url: str, body: Any) -> None:
         """The edition's error body in a 2xx answer: an error whatever the status, never data.
@@ -382,8 +423,10 @@ class ApiClient:
         retried like a 5xx, and past the retry budget the run stops."""
         message = self._message_of(body)
         self._raise_by_rules(status, url, message, True)
-        raise RetryableError(f"HTTP {status} from {url} with the API's error body instead of "
-                             f"data: {message or 'no message'}")
+        raise RetryableError(
+            f"HTTP {status} from {url} with the API's error body instead of "
+            f"data: {message or 'no message'}"
+        )
 
     def _message_of(self, body: Any) -> str:
         """The message of an error body, on one line; empty when it has none."""
@@ -397,13 +440,22 @@ class ApiClient:
             if rule.matches(status, message, is_json):
                 text = rule.advice.format(status=status, url=url, message=message)
                 if rule.outcome in ("skip", "retry_then_skip"):
-                    raise SkippableApiError(rule.kind, text, status, url,
-                                            retryable=rule.outcome == "retry_then_skip")
+                    raise SkippableApiError(
+                        rule.kind, text, status, url, retryable=rule.outcome == "retry_then_skip"
+                    )
                 raise FatalApiError(rule.kind, text, status, url)
 
 
 def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = None) -> ApiClient:
     """The client of a run: the plan's host and settings, its edition's auth and errors."""
     spec = plan.edition
-    return ApiClient(plan.api_base, spec.auth_headers(plan.credentials), spec.error_rules,
-                     spec.error_message, spec.error_envelope, plan.client, report, gate)
+    return ApiClient(
+        plan.api_base,
+        spec.auth_headers(plan.credentials),
+        spec.error_rules,
+        spec.error_message,
+        spec.error_envelope,
+        plan.client,
+        report,
+        gate,
+    )

@@ -99,10 +99,18 @@ PR_STATISTICS_PARAMS: Final = {"state": "all", "date_type": "created"}
 
 
 def distribution_columns(measure: str) -> tuple[Column, ...]:
-    stats = (("average", pa.float64()), ("median", pa.float64()), ("p75", pa.float64()),
-             ("p95", pa.float64()), ("p99", pa.float64()), ("total", INT))
-    return tuple(column(f"lines_{measure}_{name}", f"lines_of_code.{measure}.{name}", kind)
-                 for name, kind in stats)
+    stats = (
+        ("average", pa.float64()),
+        ("median", pa.float64()),
+        ("p75", pa.float64()),
+        ("p95", pa.float64()),
+        ("p99", pa.float64()),
+        ("total", INT),
+    )
+    return tuple(
+        column(f"lines_{measure}_{name}", f"lines_of_code.{measure}.{name}", kind)
+        for name, kind in stats
+    )
 
 
 CHANGE_STATISTICS_COLUMNS: Final = (
@@ -122,23 +130,60 @@ PR_STATISTICS_BY_CREATION: Final = ("pull_request_statistics", "created_at")
 
 def pr_list(level: str, path: str, table: str, extra: tuple[Column, ...] = ()) -> Endpoint:
     key = ("read_for_user_uuid",) if extra else ()
-    return Endpoint("pull_requests", level, "list", path, table, (*key, "repository_slug", "id"),
-                    (*extra, *PULL_REQUEST_COLUMNS), cursor="updated_at", params=PR_LIST_PARAMS,
-                    page_size=MAX_PAGELEN, paging=PAGING, refreshes=PR_STATISTICS_BY_CREATION)
+    return Endpoint(
+        "pull_requests",
+        level,
+        "list",
+        path,
+        table,
+        (*key, "repository_slug", "id"),
+        (*extra, *PULL_REQUEST_COLUMNS),
+        cursor="updated_at",
+        params=PR_LIST_PARAMS,
+        page_size=MAX_PAGELEN,
+        paging=PAGING,
+        refreshes=PR_STATISTICS_BY_CREATION,
+    )
 
 
 def pr_statistics(level: str, path: str, alt_paths: tuple[str, ...] = ()) -> Endpoint:
-    return Endpoint("pull_request_statistics", level, "statistics", path,
-                    "cloud_pull_request_statistics", PR_STATISTICS_KEY, PR_STATISTICS_COLUMNS,
-                    cursor="period_end", params=PR_STATISTICS_PARAMS, alt_paths=alt_paths)
+    return Endpoint(
+        "pull_request_statistics",
+        level,
+        "statistics",
+        path,
+        "cloud_pull_request_statistics",
+        PR_STATISTICS_KEY,
+        PR_STATISTICS_COLUMNS,
+        cursor="period_end",
+        params=PR_STATISTICS_PARAMS,
+        alt_paths=alt_paths,
+    )
 
 
-def commit_list(level: str, path: str, table: str, columns: tuple[Column, ...],
-                params: Mapping[str, str] = COMMIT_LIST_PARAMS) -> Endpoint:
+def commit_list(
+    level: str,
+    path: str,
+    table: str,
+    columns: tuple[Column, ...],
+    params: Mapping[str, str] = COMMIT_LIST_PARAMS,
+) -> Endpoint:
     key = ("read_for_user_uuid",) if columns[0] is USER_KEY else ()
-    return Endpoint("commits", level, "list", path, table, (*key, "repository_slug", "hash"),
-                    columns, (PARENTS,), cursor="date_local", cursor_naive=True, params=params,
-                    page_size=MAX_PAGELEN, paging=PAGING)
+    return Endpoint(
+        "commits",
+        level,
+        "list",
+        path,
+        table,
+        (*key, "repository_slug", "hash"),
+        columns,
+        (PARENTS,),
+        cursor="date_local",
+        cursor_naive=True,
+        params=params,
+        page_size=MAX_PAGELEN,
+        paging=PAGING,
+    )
 
 
 ENDPOINTS: Final = (
@@ -146,27 +191,52 @@ ENDPOINTS: Final = (
     pr_statistics("workspace", f"{W}/pull-requests/statistics"),
     pr_list("repository", f"{W}/repos/{{repository}}/pull-requests", "cloud_pull_requests"),
     pr_statistics("repository", f"{W}/repos/{{repository}}/pull-requests/statistics"),
-    pr_list("user", f"{W}/users/{{user}}/pull-requests", "cloud_user_pull_requests",
-            (USER_KEY,)),
+    pr_list("user", f"{W}/users/{{user}}/pull-requests", "cloud_user_pull_requests", (USER_KEY,)),
     # Endpoints 6 and 7: the spec's table writes them without the literal `workspace`
     # segment, its examples with it. The table's form is tried first.
-    pr_statistics("user", "/{workspace}/users/{user}/pull-requests/statistics",
-                  (f"{W}/users/{{user}}/pull-requests/statistics",)),
-    Endpoint("users", "workspace", "directory", "/{workspace}/users", "cloud_users", ("uuid",),
-             (column("uuid", "uuid", STR, nullable=False),
-              column("display_name", "display_name", STR)),
-             alt_paths=(f"{W}/users",), dated=False),
+    pr_statistics(
+        "user",
+        "/{workspace}/users/{user}/pull-requests/statistics",
+        (f"{W}/users/{{user}}/pull-requests/statistics",),
+    ),
+    Endpoint(
+        "users",
+        "workspace",
+        "directory",
+        "/{workspace}/users",
+        "cloud_users",
+        ("uuid",),
+        (column("uuid", "uuid", STR, nullable=False), column("display_name", "display_name", STR)),
+        alt_paths=(f"{W}/users",),
+        dated=False,
+    ),
     commit_list("workspace", f"{W}/commits", "cloud_workspace_commits", COMMIT_COLUMNS),
-    replace(commit_list("repository", f"{W}/repos/{{repository}}/commits", "cloud_commits",
-                        (*COMMIT_COLUMNS, *LINE_COLUMNS),
-                        {**COMMIT_LIST_PARAMS, "with_lines": "true"}),
-            degrade_on="loc_disabled", degrade_drops=("with_lines",)),
-    Endpoint("change_statistics", "repository", "statistics",
-             f"{W}/repos/{{repository}}/changes-statistics", "cloud_commit_change_statistics",
-             ("repository_slug", "period_start", "period", "merges"), CHANGE_STATISTICS_COLUMNS,
-             cursor="period_end", params={"merges": "include"}, absent_on=("loc_disabled",)),
-    commit_list("user", f"{W}/users/{{user}}/commits", "cloud_user_commits",
-                (USER_KEY, *COMMIT_COLUMNS)),
+    replace(
+        commit_list(
+            "repository",
+            f"{W}/repos/{{repository}}/commits",
+            "cloud_commits",
+            (*COMMIT_COLUMNS, *LINE_COLUMNS),
+            {**COMMIT_LIST_PARAMS, "with_lines": "true"},
+        ),
+        degrade_on="loc_disabled",
+        degrade_drops=("with_lines",),
+    ),
+    Endpoint(
+        "change_statistics",
+        "repository",
+        "statistics",
+        f"{W}/repos/{{repository}}/changes-statistics",
+        "cloud_commit_change_statistics",
+        ("repository_slug", "period_start", "period", "merges"),
+        CHANGE_STATISTICS_COLUMNS,
+        cursor="period_end",
+        params={"merges": "include"},
+        absent_on=("loc_disabled",),
+    ),
+    commit_list(
+        "user", f"{W}/users/{{user}}/commits", "cloud_user_commits", (USER_KEY, *COMMIT_COLUMNS)
+    ),
 )
 
 TOKEN_ADVICE: Final = (
@@ -177,26 +247,58 @@ TOKEN_ADVICE: Final = (
 )
 ERROR_RULES: Final = (
     ErrorRule("token_invalid", "fatal", TOKEN_ADVICE, statuses=(401,)),
-    ErrorRule("no_license", "fatal", "the workspace has no active commercial or trial licence "
-              "for the API (HTTP {status}: {message}); see the plan details page in the "
-              "workspace settings of the app", contains="license"),
-    ErrorRule("app_missing", "fatal", "{url} answered HTTP 404 with a web page, not an API "
-              "error: the app is not installed, or base_url / api_prefix is wrong; check them",
-              statuses=(404,), json_body=False),
-    ErrorRule("loc_disabled", "skip", "lines of code indexing is disabled for this repository "
-              "({message}); enable it in the repository settings to get line counts",
-              contains="indexing is disabled"),
-    ErrorRule("unindexed", "retry_then_skip", "the repository has unindexed changes "
-              "({message}); it is retried on the next run", contains="unindexed changes"),
-    ErrorRule("workspace_not_found", "fatal", "the workspace was not found ({message}) at "
-              "{url}: check the `workspace` setting and that the token belongs to it",
-              statuses=(404,), contains="workspace"),
+    ErrorRule(
+        "no_license",
+        "fatal",
+        "the workspace has no active commercial or trial licence "
+        "for the API (HTTP {status}: {message}); see the plan details page in the "
+        "workspace settings of the app",
+        contains="license",
+    ),
+    ErrorRule(
+        "app_missing",
+        "fatal",
+        "{url} answered HTTP 404 with a web page, not an API "
+        "error: the app is not installed, or base_url / api_prefix is wrong; check them",
+        statuses=(404,),
+        json_body=False,
+    ),
+    ErrorRule(
+        "loc_disabled",
+        "skip",
+        "lines of code indexing is disabled for this repository "
+        "({message}); enable it in the repository settings to get line counts",
+        contains="indexing is disabled",
+    ),
+    ErrorRule(
+        "unindexed",
+        "retry_then_skip",
+        "the repository has unindexed changes ({message}); it is retried on the next run",
+        contains="unindexed changes",
+    ),
+    ErrorRule(
+        "workspace_not_found",
+        "fatal",
+        "the workspace was not found ({message}) at "
+        "{url}: check the `workspace` setting and that the token belongs to it",
+        statuses=(404,),
+        contains="workspace",
+    ),
     ErrorRule("not_found", "skip", "not found ({message}) at {url}", statuses=(404,)),
-    ErrorRule("forbidden", "skip", "forbidden ({message}) at {url}: the token may not read it",
-              statuses=(403,)),
-    ErrorRule("invalid_request", "fatal", "the host rejected the request as invalid (HTTP "
-              "{status}: {message}); request sent: {url}. This is a bug or an unsupported "
-              "setting: please report it with this line", statuses=(400,)),
+    ErrorRule(
+        "forbidden",
+        "skip",
+        "forbidden ({message}) at {url}: the token may not read it",
+        statuses=(403,),
+    ),
+    ErrorRule(
+        "invalid_request",
+        "fatal",
+        "the host rejected the request as invalid (HTTP "
+        "{status}: {message}); request sent: {url}. This is a bug or an unsupported "
+        "setting: please report it with this line",
+        statuses=(400,),
+    ),
 )
 
 # The error body, also when it comes with 200 (a host or proxy wrapping errors): never data.
@@ -206,12 +308,21 @@ ERROR_ENVELOPE: Final = ErrorEnvelope("type", "error")
 # The list tables of every level, in one shape: scope keys are the statistics tables' own
 # (`slug`, user uuid); the top level's is NULL (one per workspace).
 # (level, scope expression over the level's list table `c`)
-LEVELS: Final = (("workspace", "NULL::VARCHAR"), ("repository", "c.repository_slug"),
-                 ("user", "c.read_for_user_uuid"))
-COMMIT_TABLES: Final = {"workspace": "cloud_workspace_commits", "repository": "cloud_commits",
-                        "user": "cloud_user_commits"}
-PR_TABLES: Final = {"workspace": "cloud_workspace_pull_requests",
-                    "repository": "cloud_pull_requests", "user": "cloud_user_pull_requests"}
+LEVELS: Final = (
+    ("workspace", "NULL::VARCHAR"),
+    ("repository", "c.repository_slug"),
+    ("user", "c.read_for_user_uuid"),
+)
+COMMIT_TABLES: Final = {
+    "workspace": "cloud_workspace_commits",
+    "repository": "cloud_commits",
+    "user": "cloud_user_commits",
+}
+PR_TABLES: Final = {
+    "workspace": "cloud_workspace_pull_requests",
+    "repository": "cloud_pull_requests",
+    "user": "cloud_user_pull_requests",
+}
 
 
 def commits_at(level: str, scope: str) -> tuple[str, str]:
@@ -220,39 +331,53 @@ def commits_at(level: str, scope: str) -> tuple[str, str]:
     author's local calendar day: the API drops the zone."""
     table = COMMIT_TABLES[level]
     lines = "c" if level == "repository" else "l"
-    join = ("" if level == "repository" else
-            " LEFT JOIN {optional:cloud_commits} l"
-            " ON l.repository_slug = c.repository_slug AND l.hash = c.hash")
-    return table, f"""
+    join = (
+        ""
+        if level == "repository"
+        else " LEFT JOIN {optional:cloud_commits} l"
+        " ON l.repository_slug = c.repository_slug AND l.hash = c.hash"
+    )
+    return (
+        table,
+        f"""
             SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.hash,
                    CAST(c.date_local AS DATE), 'author_local', c.is_merge,
                    {lines}.lines_added, {lines}.lines_deleted
-            FROM {{d}}.{table} c{join}"""
+            FROM {{d}}.{table} c{join}""",
+    )
 
 
 def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
     table = PR_TABLES[level]
-    return table, f"""
+    return (
+        table,
+        f"""
             SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.id,
                    c.state, c.created_at,
                    CASE WHEN c.state <> 'OPEN' THEN coalesce(c.closed_at, c.updated_at) END,
                    CASE WHEN c.state = 'OPEN' THEN NULL
                         WHEN c.closed_at IS NOT NULL THEN 'closed_at' ELSE 'updated_at' END
-            FROM {{d}}.{table} c"""
+            FROM {{d}}.{table} c""",
+    )
 
 
 VIEWS: Final[dict[str, ViewParts]] = {
     "commits": (
-        ("cloud_commits", """
+        (
+            "cloud_commits",
+            """
             SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
                    hash AS commit_id, author_display_name AS author_name,
                    NULL::VARCHAR AS author_email, author_uuid AS author_user,
                    NULL::TIMESTAMPTZ AS authored_at_utc, date_local AS authored_at_local,
                    lines_added, lines_deleted, is_merge, parent_count
-            FROM {d}.cloud_commits"""),
+            FROM {d}.cloud_commits""",
+        ),
     ),
     "pull_requests": (
-        ("cloud_pull_requests", """
+        (
+            "cloud_pull_requests",
+            """
             SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
                    id AS pull_request_id, title, state, created_at, updated_at, closed_at,
                    author_display_name AS author_name, author_uuid AS author_user,
@@ -263,36 +388,58 @@ VIEWS: Final[dict[str, ViewParts]] = {
                    CASE WHEN state = 'OPEN' THEN NULL
                         WHEN closed_at IS NOT NULL THEN 'closed_at' ELSE 'updated_at' END
                        AS resolved_at_source
-            FROM {d}.cloud_pull_requests"""),
+            FROM {d}.cloud_pull_requests""",
+        ),
     ),
     "pull_request_statistics": (
-        ("cloud_pull_request_statistics", """
+        (
+            "cloud_pull_request_statistics",
+            """
             SELECT 'cloud' AS edition, level, scope, period, period_start, period_end,
                    pull_requests, open, merged, declined, superseded
-            FROM {d}.cloud_pull_request_statistics"""),
+            FROM {d}.cloud_pull_request_statistics""",
+        ),
     ),
     "commit_statistics": (
-        ("cloud_commit_change_statistics", """
+        (
+            "cloud_commit_change_statistics",
+            """
             SELECT 'cloud' AS edition, 'repository' AS level, repository_slug AS scope, period,
                    period_start, period_end, commits, lines_added_total AS lines_added,
                    lines_deleted_total AS lines_deleted
-            FROM {d}.cloud_commit_change_statistics"""),
+            FROM {d}.cloud_commit_change_statistics""",
+        ),
     ),
     "commits_by_level": tuple(commits_at(level, scope) for level, scope in LEVELS),
     "pull_requests_by_level": tuple(pull_requests_at(level, scope) for level, scope in LEVELS),
 }
 # lines of the other levels; no lines when the repository level was not read
-OPTIONAL_TABLES: Final = {"cloud_commits": {"repository_slug": "VARCHAR", "hash": "VARCHAR",
-                                            "lines_added": "BIGINT", "lines_deleted": "BIGINT"}}
+OPTIONAL_TABLES: Final = {
+    "cloud_commits": {
+        "repository_slug": "VARCHAR",
+        "hash": "VARCHAR",
+        "lines_added": "BIGINT",
+        "lines_deleted": "BIGINT",
+    }
+}
 
 RECONCILE: Final = ReconcileSpec(
     commit_statistics="change_statistics",
     commit_measures=("commits", "lines_added_total"),
     pr_states=("open", "merged", "declined", "superseded"),
-    statistics=(StatisticsCheck("pull_request_statistics", "scope",
-                                ("pull_requests", "open", "merged", "declined", "superseded")),
-                StatisticsCheck("change_statistics", "repository_slug",
-                                ("commits", "lines_added_total", "lines_deleted_total"), None)),
+    statistics=(
+        StatisticsCheck(
+            "pull_request_statistics",
+            "scope",
+            ("pull_requests", "open", "merged", "declined", "superseded"),
+        ),
+        StatisticsCheck(
+            "change_statistics",
+            "repository_slug",
+            ("commits", "lines_added_total", "lines_deleted_total"),
+            None,
+        ),
+    ),
 )
 
 
@@ -323,8 +470,9 @@ CLOUD: Final = EditionSpec(
     repository_path=("repository",),
     user_key="uuid",
     credential_forms=(("token",),),
-    credentials_expected=("the workspace access token, in .dlt/secrets.toml or "
-                          "SOURCES__REPO_ANALYTICS__TOKEN"),
+    credentials_expected=(
+        "the workspace access token, in .dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN"
+    ),
     needs_workspace=True,
     reconcile=RECONCILE,
     views=VIEWS,

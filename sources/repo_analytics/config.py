@@ -32,21 +32,31 @@ SECRET_KEYS = ("token", "username", "password")  # never flags: a command line i
 NameList = str | list[str] | None  # a list, or comma-separated text; `all`: every one
 
 
-def setting(default: Any, help: str, valid: str, default_text: str | None = None,
-            **limits: Any) -> Any:
+def setting(
+    default: Any, help: str, valid: str, default_text: str | None = None, **limits: Any
+) -> Any:
     """A field with its help text, valid values and (for numbers) its limits."""
     metadata = {"help": help, "valid": valid, "default_text": default_text, **limits}
     return dataclasses.field(default=default, metadata=metadata)
 
 
 def attempts(default: int, help: str) -> Any:
-    return setting(default, help, f"a whole number from 1 to {RETRY_HIGHEST}",
-                   whole=True, low=1, low_allowed=True)
+    return setting(
+        default,
+        help,
+        f"a whole number from 1 to {RETRY_HIGHEST}",
+        whole=True,
+        low=1,
+        low_allowed=True,
+    )
 
 
 def seconds(default: float, help: str, above_zero: bool = False) -> Any:
-    valid = (f"seconds, above 0, up to {RETRY_HIGHEST}" if above_zero
-             else f"seconds, 0 to {RETRY_HIGHEST}")
+    valid = (
+        f"seconds, above 0, up to {RETRY_HIGHEST}"
+        if above_zero
+        else f"seconds, 0 to {RETRY_HIGHEST}"
+    )
     return setting(default, help, valid, whole=False, low=0, low_allowed=not above_zero)
 
 
@@ -58,15 +68,19 @@ class RetryConfiguration(BaseConfiguration):
     """
 
     max_attempts: int = attempts(
-        8, "attempts per request before the run stops (429, 5xx, resets, timeouts, a body cut "
-           "short)")
+        8,
+        "attempts per request before the run stops (429, 5xx, resets, timeouts, a body cut short)",
+    )
     backoff_base: float = seconds(1.0, "back-off base: full-jitter exponential from it")
     max_wait_seconds: float = seconds(
-        120.0, "the longest single wait, also for a host's Retry-After")
+        120.0, "the longest single wait, also for a host's Retry-After"
+    )
     total_wait_seconds: float = seconds(
-        900.0, "the most a run waits in all; past it the run stops cleanly (exit 4)")
+        900.0, "the most a run waits in all; past it the run stops cleanly (exit 4)"
+    )
     skip_retry_attempts: int = attempts(
-        3, "attempts before a scope with unindexed changes is skipped")
+        3, "attempts before a scope with unindexed changes is skipped"
+    )
     connect_timeout: float = seconds(10.0, "connect timeout of each request", above_zero=True)
     read_timeout: float = seconds(60.0, "read timeout of each request", above_zero=True)
 
@@ -76,8 +90,9 @@ class RetryConfiguration(BaseConfiguration):
         """The table as one value: JSON text (an environment variable) or a mapping."""
         table = retry_table(native_value)
         if not isinstance(table, Mapping):
-            raise ConfigError("retry", native_value, "a table of settings: one of "
-                              + ", ".join(retry_keys()))
+            raise ConfigError(
+                "retry", native_value, "a table of settings: one of " + ", ".join(retry_keys())
+            )
         for key, value in table.items():
             setattr(self, str(key), value)
 
@@ -96,58 +111,105 @@ def retry_table(value: Any) -> Any:
 class RepoAnalyticsConfiguration(BaseConfiguration):
     """The settings of the `repo_analytics` source: `[sources.repo_analytics]`."""
 
-    edition: str = setting(None, "the API edition of the host", "`cloud` or `server`",
-                           "required")
-    base_url: str = setting(None, "the API host; no default: it points at someone's data",
-                            "a URL, e.g. https://analytics.example.com", "required")
+    edition: str = setting(None, "the API edition of the host", "`cloud` or `server`", "required")
+    base_url: str = setting(
+        None,
+        "the API host; no default: it points at someone's data",
+        "a URL, e.g. https://analytics.example.com",
+        "required",
+    )
     api_prefix: str | None = setting(
-        None, "the API path prefix; real self-hosted installs may use another app segment",
-        "a path starting with /", "/rest/latest (cloud), /rest/analytics-api/latest (server)")
-    workspace: str | None = setting(None, "the workspace slug the token belongs to",
-                                       "a slug", "required for cloud")
+        None,
+        "the API path prefix; real self-hosted installs may use another app segment",
+        "a path starting with /",
+        "/rest/latest (cloud), /rest/analytics-api/latest (server)",
+    )
+    workspace: str | None = setting(
+        None, "the workspace slug the token belongs to", "a slug", "required for cloud"
+    )
     projects: NameList = setting(
-        "all", "self-hosted: the projects to read", "`all` (discovered) or project keys, "
-        "comma-separated")
+        "all",
+        "self-hosted: the projects to read",
+        "`all` (discovered) or project keys, comma-separated",
+    )
     levels: NameList = setting(
-        None, "the levels to read", "cloud: workspace, repository, user; self-hosted: global, "
-        "project, repository, user; comma-separated", "all of the edition")
+        None,
+        "the levels to read",
+        "cloud: workspace, repository, user; self-hosted: global, "
+        "project, repository, user; comma-separated",
+        "all of the edition",
+    )
     resources: NameList = setting(
-        None, "the resource families to read", "commits, pull_requests, ... (see the "
-        "README); comma-separated", "all")
+        None,
+        "the resource families to read",
+        "commits, pull_requests, ... (see the README); comma-separated",
+        "all",
+    )
     with_files: bool = setting(
-        False, "self-hosted: fetch each new repository-level commit with its files",
-        "true or false")
+        False, "self-hosted: fetch each new repository-level commit with its files", "true or false"
+    )
     repositories: NameList = setting(
-        "all", "the repositories to read", "`all` (discovered) or slugs (self-hosted: "
-        "KEY/slug), comma-separated")
+        "all",
+        "the repositories to read",
+        "`all` (discovered) or slugs (self-hosted: KEY/slug), comma-separated",
+    )
     users: NameList = setting(
-        "all", "the users to read", "`all` or user uuids (cloud) / user slugs "
-        "(self-hosted), comma-separated")
+        "all",
+        "the users to read",
+        "`all` or user uuids (cloud) / user slugs (self-hosted), comma-separated",
+    )
     start_date: str | None = setting(
-        None, "where a first run starts", "a date (2026-01-31, midnight UTC) or an ISO-8601 "
-        "timestamp with offset", f"{DEFAULT_START_DAYS} days before end_date")
+        None,
+        "where a first run starts",
+        "a date (2026-01-31, midnight UTC) or an ISO-8601 timestamp with offset",
+        f"{DEFAULT_START_DAYS} days before end_date",
+    )
     end_date: str | None = setting(
-        None, "the upper bound of every request of the run", "a date or an ISO-8601 "
-        "timestamp", "now, frozen at the start of the run")
+        None,
+        "the upper bound of every request of the run",
+        "a date or an ISO-8601 timestamp",
+        "now, frozen at the start of the run",
+    )
     lookback_days: float = setting(
-        DEFAULT_LOOKBACK_DAYS, "how far behind each cursor every run re-reads, for late data",
-        "days, 0 to 366", low=0, high=366, whole=False)
+        DEFAULT_LOOKBACK_DAYS,
+        "how far behind each cursor every run re-reads, for late data",
+        "days, 0 to 366",
+        low=0,
+        high=366,
+        whole=False,
+    )
     page_size: int | None = setting(
-        None, "items per page", "a whole number from 1 to 1000", "the edition's maximum",
-        low=1, high=1000, whole=True)
-    statistics_period: str = setting("month", "the grain of statistics rows",
-                                     ", ".join(f"`{p}`" for p in STATISTICS_PERIODS))
+        None,
+        "items per page",
+        "a whole number from 1 to 1000",
+        "the edition's maximum",
+        low=1,
+        high=1000,
+        whole=True,
+    )
+    statistics_period: str = setting(
+        "month", "the grain of statistics rows", ", ".join(f"`{p}`" for p in STATISTICS_PERIODS)
+    )
     concurrency: int = setting(
-        DEFAULT_CONCURRENCY, "scopes each resource reads at once, and the most requests open "
-        "to the host at once", "a whole number from 1 to 32", low=1, high=32, whole=True)
+        DEFAULT_CONCURRENCY,
+        "scopes each resource reads at once, and the most requests open to the host at once",
+        "a whole number from 1 to 32",
+        low=1,
+        high=32,
+        whole=True,
+    )
     retry: RetryConfiguration = dataclasses.field(default_factory=RetryConfiguration)
     token: TSecretStrValue | None = setting(
-        None, "secret: the access token (cloud: the workspace's; self-hosted: a personal one)",
-        "text")
+        None,
+        "secret: the access token (cloud: the workspace's; self-hosted: a personal one)",
+        "text",
+    )
     username: str | None = setting(
-        None, "self-hosted: the user name for basic credentials, with `password`", "text")
+        None, "self-hosted: the user name for basic credentials, with `password`", "text"
+    )
     password: TSecretStrValue | None = setting(
-        None, "secret: self-hosted: the password, with `username`", "text")
+        None, "secret: self-hosted: the password, with `username`", "text"
+    )
 
 
 @configspec
@@ -158,8 +220,9 @@ class ResolvedInTheSource(BaseConfiguration):
     config keys)."""
 
 
-def user_fields(spec: type[BaseConfiguration] = RepoAnalyticsConfiguration
-                ) -> Iterator[tuple[str, dataclasses.Field[Any]]]:
+def user_fields(
+    spec: type[BaseConfiguration] = RepoAnalyticsConfiguration,
+) -> Iterator[tuple[str, dataclasses.Field[Any]]]:
     """Every setting as (dotted key, field), nested sections flattened (`retry.max_attempts`)."""
     for each in dataclasses.fields(spec):  # type: ignore[arg-type]
         if each.name.startswith("_"):
@@ -178,8 +241,7 @@ def setting_keys() -> tuple[str, ...]:
 
 
 def retry_keys() -> tuple[str, ...]:
-    return tuple(key.removeprefix("retry.") for key in setting_keys()
-                 if key.startswith("retry."))
+    return tuple(key.removeprefix("retry.") for key in setting_keys() if key.startswith("retry."))
 
 
 def default_of(key: str) -> Any:

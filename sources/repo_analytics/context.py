@@ -70,8 +70,13 @@ def label_of(endpoint: Endpoint, scope: Scope) -> str:
     return f"{endpoint.name}:{scope.key}"
 
 
-def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
-                columns: dict[str, Any], merge_key: tuple[str, ...] = ()) -> Any:
+def table_hints(
+    ctx: ReadContext,
+    table: str,
+    primary_key: tuple[str, ...],
+    columns: dict[str, Any],
+    merge_key: tuple[str, ...] = (),
+) -> Any:
     """Hints for one table of a resource's output; each table gets its own variant.
 
     `merge_key` (delete-insert only) makes a re-read key replace every row it had: a
@@ -80,9 +85,12 @@ def table_hints(ctx: ReadContext, table: str, primary_key: tuple[str, ...],
     """
     strategy = ctx.plan.merge_strategy
     hints = dlt.mark.make_hints(
-        table_name=table, primary_key=list(primary_key),
+        table_name=table,
+        primary_key=list(primary_key),
         write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
-        columns=columns, schema_contract=SCHEMA_CONTRACT)
+        columns=columns,
+        schema_contract=SCHEMA_CONTRACT,
+    )
     if merge_key and strategy == "delete-insert":
         hints["merge_key"] = list(merge_key)
     return hints

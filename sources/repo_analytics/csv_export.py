@@ -61,8 +61,9 @@ def export_windows(since: datetime, until: datetime) -> Iterator[tuple[datetime,
     return windows(since, until, MAX_WINDOW)
 
 
-def csv_tables(lines: Iterator[bytes], context: dict[str, Any],
-               batch_rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+def csv_tables(
+    lines: Iterator[bytes], context: dict[str, Any], batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.Table]:
     """Arrow tables of `batch_rows` rows from a streamed CSV body; `context` columns first."""
     reader = csv.reader(line.decode("utf-8-sig") for line in lines)
     header = next(reader, None)
@@ -91,8 +92,13 @@ def unique(names: Sequence[str]) -> list[str]:
     return out
 
 
-def to_table(rows: list[list[str]], names: list[str], kinds: list[pa.DataType],
-             context: dict[str, Any], first: int) -> pa.Table:
+def to_table(
+    rows: list[list[str]],
+    names: list[str],
+    kinds: list[pa.DataType],
+    context: dict[str, Any],
+    first: int,
+) -> pa.Table:
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     for key, value in context.items():
@@ -103,21 +109,25 @@ def to_table(rows: list[list[str]], names: list[str], kinds: list[pa.DataType],
     arrays.append(pa.array(range(first, first + len(rows)), type=pa.int64()))
     for index, (name, kind) in enumerate(zip(names, kinds, strict=True)):
         fields.append(pa.field(name, kind))
-        arrays.append(pa.array([convert(r[index] if index < len(r) else "", kind)
-                                for r in rows], type=kind))
+        arrays.append(
+            pa.array([convert(r[index] if index < len(r) else "", kind) for r in rows], type=kind)
+        )
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-             last_value: Any) -> Iterator[Any]:
+def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any) -> Iterator[Any]:
     """An export endpoint for one scope, in windows of at most 366 days, streamed."""
     label = label_of(endpoint, scope)
     since, until = bounds(ctx, endpoint, last_value)
     for start, end in export_windows(since, until):
         params = {**endpoint.params, **date_params(ctx, start, end)}
         lines = ctx.client.get_lines(scope.path(endpoint.path), params, label)
-        context = {"level": scope.level, "scope": scope.key, "window_start": start,
-                   "window_end": end}
+        context = {
+            "level": scope.level,
+            "scope": scope.key,
+            "window_start": start,
+            "window_end": end,
+        }
         for table in csv_tables(lines, context):
             ctx.report.count_rows(label, table.num_rows)
             yield from emit(ctx, table, export_hints(ctx, endpoint, table))

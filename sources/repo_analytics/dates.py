@@ -56,8 +56,9 @@ def naive_local(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def windows(since: datetime, until: datetime,
-            step: timedelta) -> Iterator[tuple[datetime, datetime]]:
+def windows(
+    since: datetime, until: datetime, step: timedelta
+) -> Iterator[tuple[datetime, datetime]]:
     """Half-open windows [start, end) covering [since, until) in steps of `step`."""
     start = since
     while start < until:

@@ -24,8 +24,9 @@ FETCHED_STATE_KEY = "details_fetched"
 PENDING_STATE_KEY = "details_pending"
 
 
-def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
-                 scope: Scope) -> Iterator[Any]:
+def read_details(
+    ctx: ReadContext, spec: DetailSpec, table: pa.Table, scope: Scope
+) -> Iterator[Any]:
     """Detail rows for the items of one page not fetched before, as one table."""
     state = scope.state
     fetched = state.setdefault(FETCHED_STATE_KEY, {})
@@ -39,8 +40,9 @@ def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
     position = {item_id: index for index, item_id in enumerate(ids)}
     label = label_of_details(spec, scope)
     found = []
-    for (item_id, when), answer in zip(wanted, fetch_all(ctx, spec, scope, wanted, label),
-                                       strict=True):
+    for (item_id, when), answer in zip(
+        wanted, fetch_all(ctx, spec, scope, wanted, label), strict=True
+    ):
         if isinstance(answer, SkippableApiError):
             if answer.retryable:
                 pending[item_id] = stamp(when)
@@ -53,9 +55,14 @@ def read_details(ctx: ReadContext, spec: DetailSpec, table: pa.Table,
     yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
 
 
-def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: Scope,
-                 owner: MutableMapping[str, Any], wanted: list[tuple[str, Any]]
-                 ) -> Iterator[Any]:
+def read_pending(
+    ctx: ReadContext,
+    spec: DetailSpec,
+    endpoint: Endpoint,
+    scope: Scope,
+    owner: MutableMapping[str, Any],
+    wanted: list[tuple[str, Any]],
+) -> Iterator[Any]:
     """Detail rows of the items `wanted`, which an earlier run of the list resource (whose
     state is `owner`) had to skip; each answer is the item itself too, so its key and time
     come from it. `wanted` is read before the run: the list resource adds to the pending
@@ -65,8 +72,9 @@ def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: 
         return
     label = label_of_details(spec, scope)
     found = []
-    for (item_id, when), answer in zip(wanted, fetch_all(ctx, spec, scope, wanted, label),
-                                       strict=True):
+    for (item_id, when), answer in zip(
+        wanted, fetch_all(ctx, spec, scope, wanted, label), strict=True
+    ):
         if isinstance(answer, SkippableApiError):
             if not answer.retryable:  # gone or ambiguous now: asking again cannot help
                 pending.pop(item_id, None)
@@ -80,15 +88,17 @@ def read_pending(ctx: ReadContext, spec: DetailSpec, endpoint: Endpoint, scope: 
     yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
 
 
-def fetch_all(ctx: ReadContext, spec: DetailSpec, scope: Scope,
-              wanted: Sequence[tuple[str, Any]], label: str) -> list[Any]:
+def fetch_all(
+    ctx: ReadContext, spec: DetailSpec, scope: Scope, wanted: Sequence[tuple[str, Any]], label: str
+) -> list[Any]:
     """Each item's answer, or the skippable error it got (reported), `concurrency` at once."""
     with ThreadPoolExecutor(max_workers=ctx.plan.concurrency) as pool:
         return list(pool.map(lambda pair: fetch_one(ctx, spec, scope, pair[0], label), wanted))
 
 
-def detail_table(spec: DetailSpec, found: Sequence[tuple[dict[str, Any], Any]],
-                 fields: Sequence[pa.Field]) -> pa.Table | None:
+def detail_table(
+    spec: DetailSpec, found: Sequence[tuple[dict[str, Any], Any]], fields: Sequence[pa.Field]
+) -> pa.Table | None:
     """One row per element of each answer's list, led by the item's copied columns."""
     rows: dict[str, list[Any]] = {field.name: [] for field in fields}
     elements: list[Any] = []
@@ -105,12 +115,18 @@ def detail_table(spec: DetailSpec, found: Sequence[tuple[dict[str, Any], Any]],
     return detail
 
 
-def emit_details(ctx: ReadContext, spec: DetailSpec, detail: pa.Table | None,
-                 label: str) -> Iterator[Any]:
+def emit_details(
+    ctx: ReadContext, spec: DetailSpec, detail: pa.Table | None, label: str
+) -> Iterator[Any]:
     if detail is None:
         return
-    hints = table_hints(ctx, spec.table, (*spec.parent_key, spec.element_key),
-                        nullability(detail.schema), merge_key=spec.parent_key)
+    hints = table_hints(
+        ctx,
+        spec.table,
+        (*spec.parent_key, spec.element_key),
+        nullability(detail.schema),
+        merge_key=spec.parent_key,
+    )
     ctx.report.count_rows(label, detail.num_rows)
     yield from emit(ctx, detail, hints)
 
@@ -119,8 +135,7 @@ def label_of_details(spec: DetailSpec, scope: Scope) -> str:
     return f"{spec.table}:{scope.key}"
 
 
-def fetch_one(ctx: ReadContext, spec: DetailSpec, scope: Scope, item_id: str,
-              label: str) -> Any:
+def fetch_one(ctx: ReadContext, spec: DetailSpec, scope: Scope, item_id: str, label: str) -> Any:
     """One item's detail, or the skippable error (missing, ambiguous, unindexed) reported."""
     path = scope.path(spec.path).replace("{id}", item_id)
     try:

@@ -36,8 +36,10 @@ def installed() -> dict[str, EditionSpec]:
             continue
         spec = point.load()
         if not isinstance(spec, EditionSpec) or spec.name != point.name:
-            logger.warning(f"ignored the edition entry point `{point.name}` ({point.value}): "
-                           "it must name an EditionSpec of the same name")
+            logger.warning(
+                f"ignored the edition entry point `{point.name}` ({point.value}): "
+                "it must name an EditionSpec of the same name"
+            )
             continue
         specs[spec.name] = spec
     return specs

@@ -20,8 +20,9 @@ class ConfigError(RepoAnalyticsError):
 class FatalApiError(RepoAnalyticsError):
     """The host refused the whole run (credentials, licence, app, proxy): stop, write nothing."""
 
-    def __init__(self, kind: str, message: str, status: int | None = None,
-                 url: str | None = None) -> None:
+    def __init__(
+        self, kind: str, message: str, status: int | None = None, url: str | None = None
+    ) -> None:
         self.kind, self.status, self.url = kind, status, url
         super().__init__(message)
 
@@ -32,8 +33,14 @@ class SkippableApiError(RepoAnalyticsError):
     `retryable` ones (unindexed changes) are retried a few times before the skip.
     """
 
-    def __init__(self, kind: str, message: str, status: int | None = None,
-                 url: str | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        status: int | None = None,
+        url: str | None = None,
+        retryable: bool = False,
+    ) -> None:
         self.kind, self.status, self.url, self.retryable = kind, status, url, retryable
         super().__init__(message)
 

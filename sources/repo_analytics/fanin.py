@@ -67,8 +67,9 @@ def fan_in(tasks: Sequence[Task[T]], workers: int, buffer: int = 8) -> Iterator[
                 close()
         put(_DONE)
 
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)),
-                              thread_name_prefix="repo_analytics")
+    pool = ThreadPoolExecutor(
+        max_workers=min(workers, len(tasks)), thread_name_prefix="repo_analytics"
+    )
     try:
         for task in tasks:
             pool.submit(run, task)

@@ -16,8 +16,13 @@ from .settings import ROWS_PER_ITEM
 from .tables import Endpoint
 
 
-def with_refresh(ctx: ReadContext, listing: Endpoint, statistics: Endpoint, scope: Scope,
-                 batches: Iterator[Batch]) -> Iterator[Batch]:
+def with_refresh(
+    ctx: ReadContext,
+    listing: Endpoint,
+    statistics: Endpoint,
+    scope: Scope,
+    batches: Iterator[Batch],
+) -> Iterator[Batch]:
     """The list's batches, each followed by the statistics periods in which items of it
     were created, where older than the statistics' own look-back, however old (a backfill may
     have loaded them): counted by creation period, those periods' numbers changed with the
@@ -31,12 +36,14 @@ def with_refresh(ctx: ReadContext, listing: Endpoint, statistics: Endpoint, scop
             continue  # the list's child tables (reviewers, participants)
         spans = changed_periods(ctx, created_column, batch.table, seen)
         if spans:
-            yield from skipping(ctx, statistics, scope,
-                                statistics_table(ctx, statistics, scope, spans))
+            yield from skipping(
+                ctx, statistics, scope, statistics_table(ctx, statistics, scope, spans)
+            )
 
 
-def tracking(endpoint: Endpoint, batches: Iterator[Batch],
-             newest: list[datetime]) -> Iterator[Batch]:
+def tracking(
+    endpoint: Endpoint, batches: Iterator[Batch], newest: list[datetime]
+) -> Iterator[Batch]:
     """The batches; each one's newest cursor value (of the endpoint's own table) is added to
     `newest`, as UTC: a zone-less cursor column is read as UTC, as `readers.bounds` does."""
     for batch in batches:
@@ -52,8 +59,7 @@ def stored_cursor(stored: Any) -> list[datetime]:
     return [stored if stored.tzinfo else stored.replace(tzinfo=UTC)]
 
 
-def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM
-                 ) -> Iterator[Any]:
+def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM) -> Iterator[Any]:
     """Batches as dlt items, each table's pages gathered up to `rows_per_item` rows.
 
     dlt computes and validates a table's schema for every Arrow item and for every item

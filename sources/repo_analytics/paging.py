@@ -109,8 +109,10 @@ class NextLinkPaginator:
         if not self._is_safe(link):
             raise UnsafeLinkError(link.split("?", 1)[0], self.api_base)
         if link in self._seen:
-            raise FatalApiError("repeating_page", f"the host sent the same next link twice "
-                                f"(`{link}`); stopping instead of looping")
+            raise FatalApiError(
+                "repeating_page",
+                f"the host sent the same next link twice (`{link}`); stopping instead of looping",
+            )
         self._seen.add(link)
         self._next = link
 
@@ -121,8 +123,11 @@ class NextLinkPaginator:
             same_origin = origin(target) == origin(self._base)
         except ValueError:  # a port that is not a number or out of range
             return False
-        return (same_origin and not has_dot_segments(target.path)
-                and target.path.startswith(self._base.path + "/"))
+        return (
+            same_origin
+            and not has_dot_segments(target.path)
+            and target.path.startswith(self._base.path + "/")
+        )
 
     def update_request(self, params: dict[str, Any]) -> str | None:
         """The next URL: it carries every parameter itself, so `params` is emptied."""
@@ -162,9 +167,12 @@ class StartLimitPaginator:
             return
         start = body.get(self.scheme.next_start_key)
         if not isinstance(start, int) or start <= self._last_start:
-            raise FatalApiError("repeating_page", f"the host sent {self.scheme.next_start_key}="
-                                f"{start!r} after {self.scheme.start_param}={self._last_start}; "
-                                "stopping instead of looping")
+            raise FatalApiError(
+                "repeating_page",
+                f"the host sent {self.scheme.next_start_key}="
+                f"{start!r} after {self.scheme.start_param}={self._last_start}; "
+                "stopping instead of looping",
+            )
         self._last_start = start
         self._next_start = start
 
@@ -178,8 +186,9 @@ class StartLimitPaginator:
         return list(body.get(self.scheme.items_key) or ())
 
 
-def pages(client: ApiClient, paginator: Paginator, path: str,
-          params: Mapping[str, Any], label: str) -> Iterator[list[Any]]:
+def pages(
+    client: ApiClient, paginator: Paginator, path: str, params: Mapping[str, Any], label: str
+) -> Iterator[list[Any]]:
     """Every page's items, in the host's order; the only paging loop of the extractor."""
     query = dict(params)
     paginator.init_request(query)

@@ -187,11 +187,13 @@ def resolve_settings(explicit: Mapping[str, Any] | None = None) -> RepoAnalytics
         with inject_section(ConfigSectionContext(sections=SECTION), lock_context=True):
             return resolve_configuration(RepoAnalyticsConfiguration(), explicit_value=given)
     except ConfigValueCannotBeCoercedException as error:
-        key = next((k for k, _ in user_fields()
-                    if k.split(".")[-1] == error.field_name), error.field_name)
+        key = next(
+            (k for k, _ in user_fields() if k.split(".")[-1] == error.field_name), error.field_name
+        )
         check_value(key, error.field_value)
-        raise ConfigError(key, error.field_value, dict(user_fields())[key].metadata["valid"]
-                          ) from None
+        raise ConfigError(
+            key, error.field_value, dict(user_fields())[key].metadata["valid"]
+        ) from None
 
 
 def typed_values(explicit: dict[str, Any]) -> dict[str, Any]:
@@ -200,10 +202,12 @@ def typed_values(explicit: dict[str, Any]) -> dict[str, Any]:
     retry_hints = RetryConfiguration.get_resolvable_fields()
     typed: dict[str, Any] = {}
     for key, value in explicit.items():
-        if key == "retry" and isinstance(value, Mapping) and not isinstance(
-                value, RetryConfiguration):
-            value = {k: typed_value(f"retry.{k}", v, retry_hints.get(k))
-                     for k, v in value.items()}
+        if (
+            key == "retry"
+            and isinstance(value, Mapping)
+            and not isinstance(value, RetryConfiguration)
+        ):
+            value = {k: typed_value(f"retry.{k}", v, retry_hints.get(k)) for k, v in value.items()}
         elif key != "retry":
             value = typed_value(key, value, hints.get(key))
         typed[key] = value
@@ -231,8 +235,11 @@ def check_retry_keys(explicit: Any) -> None:
     if isinstance(table, Mapping):
         names += [str(k) for k in table]
     prefix = env_name("retry") + "__"
-    names += [name[len(prefix):].lower() for name in os.environ
-              if name.startswith(prefix) and len(name) > len(prefix)]
+    names += [
+        name[len(prefix) :].lower()
+        for name in os.environ
+        if name.startswith(prefix) and len(name) > len(prefix)
+    ]
     unknown = sorted(set(names) - set(valid))
     if unknown:
         raise ConfigError("retry", unknown[0], "one of " + ", ".join(valid))
@@ -244,16 +251,18 @@ def setting_value(values: Mapping[str, Any], key: str) -> Any:
     return default_of(key) if value is None else value
 
 
-def build_plan(edition: EditionSpec, values: Mapping[str, Any],
-               now: datetime | None = None) -> RunPlan:
+def build_plan(
+    edition: EditionSpec, values: Mapping[str, Any], now: datetime | None = None
+) -> RunPlan:
     """Validate config values (resolved by `resolve_settings`, or any mapping: a missing key
     takes the spec's default) into a plan; the first bad value raises `ConfigError`."""
     edition_spec(edition.name)  # a registered edition
     base_url = str(values.get("base_url") or "")
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError("base_url", base_url or "(empty)",
-                          "the host's URL, e.g. https://analytics.example.com")
+        raise ConfigError(
+            "base_url", base_url or "(empty)", "the host's URL, e.g. https://analytics.example.com"
+        )
     prefix = str(values.get("api_prefix") or edition.default_prefix)
     if not prefix.startswith("/"):
         raise ConfigError("api_prefix", prefix, "a path starting with /")
@@ -264,13 +273,20 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
     levels = name_list("levels", values.get("levels"), all_levels) or all_levels
     families = sorted({e.resource for e in edition.endpoints})
     resources = name_list("resources", values.get("resources"), families) or tuple(families)
-    until = (parse_user_instant("end_date", values["end_date"]) if values.get("end_date")
-             else (now or datetime.now(UTC)).replace(microsecond=0))
-    start = (parse_user_instant("start_date", values["start_date"]) if values.get("start_date")
-             else until - timedelta(days=DEFAULT_START_DAYS))
+    until = (
+        parse_user_instant("end_date", values["end_date"])
+        if values.get("end_date")
+        else (now or datetime.now(UTC)).replace(microsecond=0)
+    )
+    start = (
+        parse_user_instant("start_date", values["start_date"])
+        if values.get("start_date")
+        else until - timedelta(days=DEFAULT_START_DAYS)
+    )
     if start >= until:
-        raise ConfigError("start_date", values.get("start_date"),
-                          f"a date before end_date ({until.isoformat()})")
+        raise ConfigError(
+            "start_date", values.get("start_date"), f"a date before end_date ({until.isoformat()})"
+        )
     page_size = values.get("page_size")
     client = retry_settings(values.get("retry"))
     return RunPlan(
@@ -286,16 +302,20 @@ def build_plan(edition: EditionSpec, values: Mapping[str, Any],
         start=start,
         until=until,
         lookback=timedelta(days=number("lookback_days", setting_value(values, "lookback_days"))),
-        page_size=None if page_size is None or page_size == "" else number(
-            "page_size", page_size),
-        statistics_period=one_of("statistics_period",
-                                 values.get("statistics_period")
-                                 or default_of("statistics_period"), STATISTICS_PERIODS),
+        page_size=None if page_size is None or page_size == "" else number("page_size", page_size),
+        statistics_period=one_of(
+            "statistics_period",
+            values.get("statistics_period") or default_of("statistics_period"),
+            STATISTICS_PERIODS,
+        ),
         concurrency=number("concurrency", setting_value(values, "concurrency")),
         with_files=flag("with_files", setting_value(values, "with_files")),
         backfill=bool(values.get("backfill")),
-        merge_strategy=one_of("merge_strategy", values.get("merge_strategy") or "delete-insert",
-                              ("delete-insert", "upsert")),
+        merge_strategy=one_of(
+            "merge_strategy",
+            values.get("merge_strategy") or "delete-insert",
+            ("delete-insert", "upsert"),
+        ),
         client=client,
         credentials=check_credentials(edition, values),
     )

@@ -31,9 +31,20 @@ from .paging import pages
 from .tables import REMOVED, Endpoint, child_rows, to_arrow
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
-    "SCHEMA_CONTRACT", "Batch", "ReadContext", "Scope", "emit", "label_of", "nullability",
-    "table_hints", "read_list", "read_statistics", "read_directory", "skipping",
+    "SCHEMA_CONTRACT",
+    "Batch",
+    "ReadContext",
+    "Scope",
+    "emit",
+    "label_of",
+    "nullability",
+    "table_hints",
+    "read_list",
+    "read_statistics",
+    "read_directory",
+    "skipping",
 ]
+
 
 def bounds(ctx: ReadContext, endpoint: Endpoint, last_value: Any) -> tuple[datetime, datetime]:
     """[since, until) for this read: the cursor minus the look-back, never before the start."""
@@ -51,8 +62,9 @@ def date_params(ctx: ReadContext, since: datetime, until: datetime) -> dict[str,
     return {spec.since_param: wire(since), spec.until_param: wire(until)}
 
 
-def get_first_working(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-                      params: Mapping[str, Any]) -> Answer:
+def get_first_working(
+    ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: Mapping[str, Any]
+) -> Answer:
     """GET the endpoint, trying its other path forms when one answers an HTML 404."""
     label = label_of(endpoint, scope)
     known = ctx.working_paths.get(endpoint.name)
@@ -73,8 +85,9 @@ def get_first_working(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
     raise error
 
 
-def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
-                  scope: Scope) -> Iterator[Any]:
+def with_children(
+    ctx: ReadContext, endpoint: Endpoint, items: list[Any], scope: Scope
+) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints."""
     table = to_arrow(items, endpoint.columns, scope.context)
     yield from tagged(ctx, endpoint, table)
@@ -82,20 +95,23 @@ def with_children(ctx: ReadContext, endpoint: Endpoint, items: list[Any],
         rows = child_rows(items, table, child, scope.context)
         columns = nullability(rows.schema)
         columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
-        hints = table_hints(ctx, child.table, child.primary_key, columns,
-                            merge_key=child.parent_key)
+        hints = table_hints(
+            ctx, child.table, child.primary_key, columns, merge_key=child.parent_key
+        )
         yield from emit(ctx, rows, hints)
     if endpoint.details is not None and ctx.plan.with_files:
         yield from read_details(ctx, endpoint.details, table, scope)
 
 
 def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Iterator[Any]:
-    yield from emit(ctx, table, table_hints(
-        ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)))
+    yield from emit(
+        ctx,
+        table,
+        table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)),
+    )
 
 
-def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-              last_value: Any) -> Iterator[Any]:
+def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any) -> Iterator[Any]:
     """Every page of a list endpoint for one scope, oldest first where the API allows."""
     label = label_of(endpoint, scope)
     since, until = bounds(ctx, endpoint, last_value)
@@ -113,8 +129,14 @@ def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         yield from read_pages(ctx, endpoint, scope, params, page_size)
 
 
-def endpoint_pages(ctx: ReadContext, endpoint: Endpoint, path: str, params: Mapping[str, Any],
-                   page_size: int, label: str) -> Iterator[list[Any]]:
+def endpoint_pages(
+    ctx: ReadContext,
+    endpoint: Endpoint,
+    path: str,
+    params: Mapping[str, Any],
+    page_size: int,
+    label: str,
+) -> Iterator[list[Any]]:
     """Every page's items of a paged list, with the paging scheme its endpoint names."""
     if endpoint.paging is None:
         raise ValueError(f"`{endpoint.name}` is not a paged list: its endpoint names no paging")
@@ -122,29 +144,34 @@ def endpoint_pages(ctx: ReadContext, endpoint: Endpoint, path: str, params: Mapp
     yield from pages(ctx.client, paginator, path, params, label)
 
 
-def read_pages(ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: dict[str, Any],
-               page_size: int) -> Iterator[Any]:
+def read_pages(
+    ctx: ReadContext, endpoint: Endpoint, scope: Scope, params: dict[str, Any], page_size: int
+) -> Iterator[Any]:
     label = label_of(endpoint, scope)
-    for items in endpoint_pages(ctx, endpoint, scope.path(endpoint.path), params, page_size,
-                                label):
+    for items in endpoint_pages(ctx, endpoint, scope.path(endpoint.path), params, page_size, label):
         if items:
             ctx.report.count_rows(label, len(items))
             yield from with_children(ctx, endpoint, items, scope)
 
 
-def read_statistics(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-                    last_value: Any) -> Iterator[pa.Table]:
+def read_statistics(
+    ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
+) -> Iterator[pa.Table]:
     """One row per calendar period (day by default) and scope: a time series."""
     since, until = bounds(ctx, endpoint, last_value)
     period = ctx.plan.statistics_period
     # a backfill's partial last period would replace a complete row
-    spans = [(start, end) for start, end in periods(since, until, period)
-             if not (ctx.plan.backfill and end < period_next(start, period))]
+    spans = [
+        (start, end)
+        for start, end in periods(since, until, period)
+        if not (ctx.plan.backfill and end < period_next(start, period))
+    ]
     yield from statistics_table(ctx, endpoint, scope, spans)
 
 
-def statistics_table(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-                     spans: list[tuple[datetime, datetime]]) -> Iterator[pa.Table]:
+def statistics_table(
+    ctx: ReadContext, endpoint: Endpoint, scope: Scope, spans: list[tuple[datetime, datetime]]
+) -> Iterator[pa.Table]:
     """One row per [start, end) of `spans`, as one table."""
     label = label_of(endpoint, scope)
     period = ctx.plan.statistics_period
@@ -154,18 +181,29 @@ def statistics_table(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
         params = {**endpoint.params, **date_params(ctx, start, end)}
         body = get_first_working(ctx, endpoint, scope, params).body
         rows.append(body)
-        contexts.append({**scope.context, "level": scope.level, "scope": scope.key,
-                         "period_start": start, "period_end": end, "period": period,
-                         **endpoint.params})
+        contexts.append(
+            {
+                **scope.context,
+                "level": scope.level,
+                "scope": scope.key,
+                "period_start": start,
+                "period_end": end,
+                "period": period,
+                **endpoint.params,
+            }
+        )
     if rows:
         ctx.report.count_rows(label, len(rows))
-        tables = [to_arrow([row], endpoint.columns, context)
-                  for row, context in zip(rows, contexts, strict=True)]
+        tables = [
+            to_arrow([row], endpoint.columns, context)
+            for row, context in zip(rows, contexts, strict=True)
+        ]
         yield from tagged(ctx, endpoint, pa.concat_tables(tables))
 
 
-def changed_periods(ctx: ReadContext, created_column: str, table: pa.Table,
-                    seen: set[datetime]) -> list[tuple[datetime, datetime]]:
+def changed_periods(
+    ctx: ReadContext, created_column: str, table: pa.Table, seen: set[datetime]
+) -> list[tuple[datetime, datetime]]:
     """The complete statistics periods, older than the ones the statistics resources re-read,
     in which items of this page were created; each period once per run (`seen`).
 
@@ -203,8 +241,9 @@ def read_directory(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterat
         yield from tagged(ctx, endpoint, to_arrow(items, endpoint.columns, scope.context))
 
 
-def skipping(ctx: ReadContext, endpoint: Endpoint, scope: Scope,
-             rows: Iterator[Batch]) -> Generator[Batch, None, bool]:
+def skipping(
+    ctx: ReadContext, endpoint: Endpoint, scope: Scope, rows: Iterator[Batch]
+) -> Generator[Batch, None, bool]:
     """Run a reader; a skippable error ends this scope only, and is reported. Returns
     whether the scope was read completely (its cursor may move)."""
     try:

@@ -59,8 +59,7 @@ class RunReport:
     """Thread-safe counters for one run; `status` is clean, partial or the fatal kind."""
 
     started: float = field(default_factory=time.time)
-    counts: dict[str, ResourceCounts] = field(
-        default_factory=lambda: defaultdict(ResourceCounts))
+    counts: dict[str, ResourceCounts] = field(default_factory=lambda: defaultdict(ResourceCounts))
     skips: list[Skip] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # [start, end) that every scope of the run read, whatever its cursor: a backfill window,
@@ -73,8 +72,7 @@ class RunReport:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _began: float = field(default_factory=time.monotonic, repr=False)
     _ended: float | None = field(default=None, repr=False)
-    _waits: dict[str, list[Interval]] = field(
-        default_factory=lambda: defaultdict(list), repr=False)
+    _waits: dict[str, list[Interval]] = field(default_factory=lambda: defaultdict(list), repr=False)
     _on_skip: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def count_request(self, label: str) -> None:
@@ -144,9 +142,16 @@ class RunReport:
     def resource_counts(self) -> dict[str, ResourceCounts]:
         """Counts per resource and scope, with their wall-clock waits."""
         with self._lock:
-            return {label: ResourceCounts(entry.requests, entry.retries, entry.wait_seconds_sum,
-                                          wall_seconds(self._waits.get(label, ())), entry.rows)
-                    for label, entry in sorted(self.counts.items())}
+            return {
+                label: ResourceCounts(
+                    entry.requests,
+                    entry.retries,
+                    entry.wait_seconds_sum,
+                    wall_seconds(self._waits.get(label, ())),
+                    entry.rows,
+                )
+                for label, entry in sorted(self.counts.items())
+            }
 
     def totals(self) -> ResourceCounts:
         total = ResourceCounts()

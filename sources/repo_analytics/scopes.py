@@ -62,15 +62,25 @@ def discover(ctx: ReadContext, since: datetime, until: datetime | None = None) -
         endpoint = endpoint_for(ctx, resource, spec.top_level)
         if endpoint is None or endpoint.paging is None or endpoint.page_size is None:
             continue
-        params = {**endpoint.params, spec.since_param: wire(since),
-                  spec.until_param: wire(until or plan.until)}
+        params = {
+            **endpoint.params,
+            spec.since_param: wire(since),
+            spec.until_param: wire(until or plan.until),
+        }
         wanted = set(spec.repository_key) | set(spec.user_columns)
         key_columns = [c for c in endpoint.columns if c.name in wanted]
-        for items in endpoint_pages(ctx, endpoint, top.path(endpoint.path), params,
-                                    endpoint.page_size, f"discovery.{endpoint.name}"):
+        for items in endpoint_pages(
+            ctx,
+            endpoint,
+            top.path(endpoint.path),
+            params,
+            endpoint.page_size,
+            f"discovery.{endpoint.name}",
+        ):
             table = to_arrow(items, key_columns, {})
-            found.repositories.update(zip(*(table.column(name).to_pylist()
-                                            for name in spec.repository_key), strict=True))
+            found.repositories.update(
+                zip(*(table.column(name).to_pylist() for name in spec.repository_key), strict=True)
+            )
             for name in spec.user_columns:
                 if name in table.column_names:
                     found.users.update(u for u in table.column(name).to_pylist() if u)
@@ -97,8 +107,7 @@ class RangeDiscovery:
     def discovered(self, ctx: ReadContext) -> Discovered:
         with self._lock:
             if self._found is None:
-                self._found = discover(ctx, self.start - ctx.plan.cursor_slack(True),
-                                       self.until)
+                self._found = discover(ctx, self.start - ctx.plan.cursor_slack(True), self.until)
             return self._found
 
 
@@ -111,8 +120,7 @@ def directory_users(ctx: ReadContext) -> list[str] | None:
     endpoint = endpoint_for(ctx, "users", ctx.plan.edition.top_level)
     if endpoint is None:
         return None
-    table: pa.Table = to_arrow(directory_items(ctx, endpoint, top_scope(ctx)),
-                               endpoint.columns, {})
+    table: pa.Table = to_arrow(directory_items(ctx, endpoint, top_scope(ctx)), endpoint.columns, {})
     return sorted(table.column(ctx.plan.edition.user_key).to_pylist())
 
 
@@ -121,8 +129,9 @@ CURSOR_STATE_KEY = "last_value"  # a scope's state: the newest cursor value it r
 CURSOR_COLUMN_STATE_KEY = "cursor_column"  # a resource's state: the column its cursors follow
 
 
-def scope_states(resource_states: Mapping[str, Any], prefix: str = ""
-                 ) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+def scope_states(
+    resource_states: Mapping[str, Any], prefix: str = ""
+) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """(resource name, scope key, scope state) of resources whose name starts with `prefix`."""
     for name, state in resource_states.items():
         if name.startswith(prefix) and isinstance(state, Mapping):
@@ -148,5 +157,8 @@ def latest_cursor(resource_states: Mapping[str, Any], prefix: str = "") -> datet
 def known_scopes(resource_states: Mapping[str, Any], level: str) -> set[tuple[str, ...]]:
     """Scopes of `level` read before: resources are named `<resource>.<level>`, and keep a
     state per scope (the source function's own state writes are discarded by dlt)."""
-    return {tuple(key.split("/")) for name, key, _ in scope_states(resource_states)
-            if name.endswith("." + level)}
+    return {
+        tuple(key.split("/"))
+        for name, key, _ in scope_states(resource_states)
+        if name.endswith("." + level)
+    }

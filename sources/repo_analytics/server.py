@@ -33,9 +33,13 @@ INT: Final = pa.int64()
 BOOL: Final = pa.bool_()
 MAX_COMMITS: Final = 1000
 MAX_PULL_REQUESTS: Final = 500
-PAGING: Final = StartLimit(start_param="start", page_size_param="limit",
-                           last_page_key="isLastPage", next_start_key="nextPageStart",
-                           items_key="values")
+PAGING: Final = StartLimit(
+    start_param="start",
+    page_size_param="limit",
+    last_page_key="isLastPage",
+    next_start_key="nextPageStart",
+    items_key="values",
+)
 
 LEVEL_PATHS: Final = {
     "global": "",
@@ -119,8 +123,13 @@ PULL_REQUEST_COLUMNS: Final = (
 
 
 def people(table: str, path: str) -> ChildTable:
-    return ChildTable(table=table, list_path=(path,), parent_key=PR_KEY, carry=("updated_at",),
-                      columns=PARTICIPANT_COLUMNS)
+    return ChildTable(
+        table=table,
+        list_path=(path,),
+        parent_key=PR_KEY,
+        carry=("updated_at",),
+        columns=PARTICIPANT_COLUMNS,
+    )
 
 
 REVIEWERS: Final = people("server_pull_request_reviewers", "reviewers")
@@ -163,28 +172,81 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
     user_key: tuple[str, ...] = ("read_for_user",) if level == "user" else ()
     suffix = "" if level == "repository" else f"_{level}"
     return (
-        Endpoint("commits", level, "list", f"{prefix}/commits", f"server_commits{suffix}",
-                 (*user_key, *COMMIT_KEY), (*extra, *COMMIT_COLUMNS), (PARENTS,),
-                 cursor="author_timestamp", params=COMMIT_LIST_PARAMS, page_size=MAX_COMMITS,
-                 paging=PAGING),
-        Endpoint("pull_requests", level, "list", f"{prefix}/pull-requests",
-                 f"server_pull_requests{suffix}", (*user_key, *PR_KEY),
-                 (*extra, *PULL_REQUEST_COLUMNS), (REVIEWERS, PARTICIPANTS),
-                 cursor="updated_at", params=PR_LIST_PARAMS, page_size=MAX_PULL_REQUESTS,
-                 paging=PAGING, refreshes=PR_STATISTICS_BY_CREATION),
-        Endpoint("commit_statistics", level, "statistics", f"{prefix}/commits/statistics",
-                 "server_commit_statistics", (*STATISTICS_KEY, "merges"),
-                 COMMIT_STATISTICS_COLUMNS, cursor="period_end", params={"merges": "include"}),
-        Endpoint("pull_request_statistics", level, "statistics",
-                 f"{prefix}/pull-requests/statistics", "server_pull_request_statistics",
-                 (*STATISTICS_KEY, "state_filter", "date_type"), PR_STATISTICS_COLUMNS,
-                 cursor="period_end", params={"state": "all", "dateType": "created"}),
-        Endpoint("commit_exports", level, "csv", f"{prefix}/commits/export/csv",
-                 "server_commit_exports", (), (), cursor="window_end",
-                 params=COMMIT_LIST_PARAMS, csv_key=("project", "repository", "commit_hash")),
-        Endpoint("pull_request_exports", level, "csv", f"{prefix}/pull-requests/export/csv",
-                 "server_pull_request_exports", (), (), cursor="window_end",
-                 params=PR_LIST_PARAMS, csv_key=("project", "repository", "pull_request_id")),
+        Endpoint(
+            "commits",
+            level,
+            "list",
+            f"{prefix}/commits",
+            f"server_commits{suffix}",
+            (*user_key, *COMMIT_KEY),
+            (*extra, *COMMIT_COLUMNS),
+            (PARENTS,),
+            cursor="author_timestamp",
+            params=COMMIT_LIST_PARAMS,
+            page_size=MAX_COMMITS,
+            paging=PAGING,
+        ),
+        Endpoint(
+            "pull_requests",
+            level,
+            "list",
+            f"{prefix}/pull-requests",
+            f"server_pull_requests{suffix}",
+            (*user_key, *PR_KEY),
+            (*extra, *PULL_REQUEST_COLUMNS),
+            (REVIEWERS, PARTICIPANTS),
+            cursor="updated_at",
+            params=PR_LIST_PARAMS,
+            page_size=MAX_PULL_REQUESTS,
+            paging=PAGING,
+            refreshes=PR_STATISTICS_BY_CREATION,
+        ),
+        Endpoint(
+            "commit_statistics",
+            level,
+            "statistics",
+            f"{prefix}/commits/statistics",
+            "server_commit_statistics",
+            (*STATISTICS_KEY, "merges"),
+            COMMIT_STATISTICS_COLUMNS,
+            cursor="period_end",
+            params={"merges": "include"},
+        ),
+        Endpoint(
+            "pull_request_statistics",
+            level,
+            "statistics",
+            f"{prefix}/pull-requests/statistics",
+            "server_pull_request_statistics",
+            (*STATISTICS_KEY, "state_filter", "date_type"),
+            PR_STATISTICS_COLUMNS,
+            cursor="period_end",
+            params={"state": "all", "dateType": "created"},
+        ),
+        Endpoint(
+            "commit_exports",
+            level,
+            "csv",
+            f"{prefix}/commits/export/csv",
+            "server_commit_exports",
+            (),
+            (),
+            cursor="window_end",
+            params=COMMIT_LIST_PARAMS,
+            csv_key=("project", "repository", "commit_hash"),
+        ),
+        Endpoint(
+            "pull_request_exports",
+            level,
+            "csv",
+            f"{prefix}/pull-requests/export/csv",
+            "server_pull_request_exports",
+            (),
+            (),
+            cursor="window_end",
+            params=PR_LIST_PARAMS,
+            csv_key=("project", "repository", "pull_request_id"),
+        ),
     )
 
 
@@ -196,9 +258,11 @@ FILES: Final = DetailSpec(
     parent_key=COMMIT_KEY,
     time_column="author_timestamp",
     list_path=("files",),
-    columns=(column("path", "path", STR, nullable=False),
-             column("lines_added", "linesOfCode.added", INT),
-             column("lines_deleted", "linesOfCode.deleted", INT)),
+    columns=(
+        column("path", "path", STR, nullable=False),
+        column("lines_added", "linesOfCode.added", INT),
+        column("lines_deleted", "linesOfCode.deleted", INT),
+    ),
     element_key="path",
 )
 
@@ -213,26 +277,58 @@ def with_files(endpoint: Endpoint) -> Endpoint:
 ENDPOINTS: Final = tuple(with_files(e) for level in LEVEL_PATHS for e in level_endpoints(level))
 
 ERROR_RULES: Final = (
-    ErrorRule("credentials_refused", "fatal", "the host refused the credentials (HTTP "
-              "{status}: {message}): check username/password or the access token "
-              "(SOURCES__REPO_ANALYTICS__TOKEN, or __USERNAME and __PASSWORD)",
-              statuses=(401,)),
-    ErrorRule("no_license", "fatal", "the instance has no commercial or evaluation licence "
-              "for the app (HTTP {status}: {message}); ask an administrator to install one",
-              statuses=(402,)),
-    ErrorRule("app_missing", "fatal", "{url} answered HTTP 404 with a web page, not an API "
-              "error: the app is not installed or older than 5.2.0 (update it), or base_url / "
-              "api_prefix is wrong", statuses=(404,), json_body=False),
+    ErrorRule(
+        "credentials_refused",
+        "fatal",
+        "the host refused the credentials (HTTP "
+        "{status}: {message}): check username/password or the access token "
+        "(SOURCES__REPO_ANALYTICS__TOKEN, or __USERNAME and __PASSWORD)",
+        statuses=(401,),
+    ),
+    ErrorRule(
+        "no_license",
+        "fatal",
+        "the instance has no commercial or evaluation licence "
+        "for the app (HTTP {status}: {message}); ask an administrator to install one",
+        statuses=(402,),
+    ),
+    ErrorRule(
+        "app_missing",
+        "fatal",
+        "{url} answered HTTP 404 with a web page, not an API "
+        "error: the app is not installed or older than 5.2.0 (update it), or base_url / "
+        "api_prefix is wrong",
+        statuses=(404,),
+        json_body=False,
+    ),
     ErrorRule("not_found", "skip", "not found ({message}) at {url}", statuses=(404,)),
-    ErrorRule("forbidden", "skip", "forbidden ({message}) at {url}: the user may not read "
-              "it", statuses=(403,)),
-    ErrorRule("unindexed", "retry_then_skip", "the repository has unindexed changes "
-              "({message}); it is retried on the next run", statuses=(409,)),
-    ErrorRule("ambiguous_commit", "skip", "an abbreviated commit id is ambiguous ({message})",
-              statuses=(400,), contains="ambiguous"),
-    ErrorRule("invalid_request", "fatal", "the host rejected the request as invalid (HTTP "
-              "{status}: {message}); request sent: {url}. This is a bug or an unsupported "
-              "setting: please report it with this line", statuses=(400,)),
+    ErrorRule(
+        "forbidden",
+        "skip",
+        "forbidden ({message}) at {url}: the user may not read it",
+        statuses=(403,),
+    ),
+    ErrorRule(
+        "unindexed",
+        "retry_then_skip",
+        "the repository has unindexed changes ({message}); it is retried on the next run",
+        statuses=(409,),
+    ),
+    ErrorRule(
+        "ambiguous_commit",
+        "skip",
+        "an abbreviated commit id is ambiguous ({message})",
+        statuses=(400,),
+        contains="ambiguous",
+    ),
+    ErrorRule(
+        "invalid_request",
+        "fatal",
+        "the host rejected the request as invalid (HTTP "
+        "{status}: {message}); request sent: {url}. This is a bug or an unsupported "
+        "setting: please report it with this line",
+        statuses=(400,),
+    ),
 )
 
 # The error body shared by all errors, also when it comes with 200: never data.
@@ -242,29 +338,36 @@ ERROR_ENVELOPE: Final = ErrorEnvelope("errors")
 # The list tables of every level, in one shape: scope keys are the statistics tables' own
 # (`KEY/slug`, user slug, project key); the top level's is NULL (one per host).
 # (level, scope expression over the level's list table `c`)
-LEVELS: Final = (("global", "NULL::VARCHAR"), ("project", "c.project_key"),
-                        ("repository", "c.project_key || '/' || c.repository_slug"),
-                        ("user", "c.read_for_user"))
-SUFFIX: Final = {"global": "_global", "project": "_project", "repository": "",
-                        "user": "_user"}
+LEVELS: Final = (
+    ("global", "NULL::VARCHAR"),
+    ("project", "c.project_key"),
+    ("repository", "c.project_key || '/' || c.repository_slug"),
+    ("user", "c.read_for_user"),
+)
+SUFFIX: Final = {"global": "_global", "project": "_project", "repository": "", "user": "_user"}
 
 
 def commits_at(level: str, scope: str) -> tuple[str, str]:
     """Self-hosted commits of one level; the day of the UTC instant, whatever the session's
     TimeZone. The user level holds commits under the user's alias e-mails too."""
     table = f"server_commits{SUFFIX[level]}"
-    return table, f"""
+    return (
+        table,
+        f"""
             SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
                    CAST(timezone('UTC', c.author_timestamp) AS DATE), 'utc', c.is_merge,
                    c.lines_added, c.lines_deleted
-            FROM {{d}}.{table} c"""
+            FROM {{d}}.{table} c""",
+    )
 
 
 def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
     """Resolution times as the `pull_requests` view has them: the CSV export's time to
     resolve (the latest export row of the pull request, of any level), else updated_at."""
     table = f"server_pull_requests{SUFFIX[level]}"
-    return table, f"""
+    return (
+        table,
+        f"""
             SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
                    c.state, c.created_at,
                    CASE WHEN c.state <> 'OPEN' THEN coalesce(c.csv_resolved_at, c.updated_at) END,
@@ -277,21 +380,27 @@ def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
                                     max_by(time_to_resolve_s, last_updated_date) AS seconds
                              FROM {{optional:server_pull_request_exports}} GROUP BY ALL) x
                     ON x.project = j.project_name AND x.repository = j.repository_name
-                   AND x.pull_request_id = j.id) c"""
+                   AND x.pull_request_id = j.id) c""",
+    )
 
 
 VIEWS: Final[dict[str, ViewParts]] = {
     "commits": (
-        ("server_commits", """
+        (
+            "server_commits",
+            """
             SELECT 'server', project_key, repository_slug, id, author_display_name,
                    author_email, user_name, author_timestamp, NULL::TIMESTAMP,
                    lines_added, lines_deleted, is_merge, parent_count
-            FROM {d}.server_commits"""),
+            FROM {d}.server_commits""",
+        ),
     ),
     "pull_requests": (
         # No closed date in the JSON, and updatedDate moves on after closing: the CSV
         # export's `Time to resolve (s)` (latest export row of the pull request) when loaded.
-        ("server_pull_requests", """
+        (
+            "server_pull_requests",
+            """
             SELECT 'server', p.project_key, p.repository_slug, p.id, p.title, p.state,
                    p.created_at, p.updated_at, NULL::TIMESTAMPTZ, p.author_display_name,
                    p.author_user_name, p.to_branch, NULL::BIGINT, NULL::BIGINT,
@@ -308,36 +417,51 @@ VIEWS: Final[dict[str, ViewParts]] = {
                                     max_by(time_to_resolve_s, last_updated_date) AS seconds
                              FROM {optional:server_pull_request_exports} GROUP BY ALL) x
                     ON x.project = j.project_name AND x.repository = j.repository_name
-                   AND x.pull_request_id = j.id) p"""),
+                   AND x.pull_request_id = j.id) p""",
+        ),
     ),
     "pull_request_statistics": (
-        ("server_pull_request_statistics", """
+        (
+            "server_pull_request_statistics",
+            """
             SELECT 'server', level, scope, period, period_start, period_end,
                    pull_requests, open, merged, declined, NULL::BIGINT
-            FROM {d}.server_pull_request_statistics"""),
+            FROM {d}.server_pull_request_statistics""",
+        ),
     ),
     "commit_statistics": (
-        ("server_commit_statistics", """
+        (
+            "server_commit_statistics",
+            """
             SELECT 'server', level, scope, period, period_start, period_end, commits,
                    lines_added, lines_deleted
-            FROM {d}.server_commit_statistics"""),
+            FROM {d}.server_commit_statistics""",
+        ),
     ),
     "commits_by_level": tuple(commits_at(level, scope) for level, scope in LEVELS),
     "pull_requests_by_level": tuple(pull_requests_at(level, scope) for level, scope in LEVELS),
 }
 # the CSV export's header is not published: used only when it had these columns
-OPTIONAL_TABLES: Final = {"server_pull_request_exports": {
-    "project": "VARCHAR", "repository": "VARCHAR", "pull_request_id": "BIGINT",
-    "last_updated_date": "TIMESTAMPTZ", "time_to_resolve_s": "BIGINT"}}
+OPTIONAL_TABLES: Final = {
+    "server_pull_request_exports": {
+        "project": "VARCHAR",
+        "repository": "VARCHAR",
+        "pull_request_id": "BIGINT",
+        "last_updated_date": "TIMESTAMPTZ",
+        "time_to_resolve_s": "BIGINT",
+    }
+}
 
 RECONCILE: Final = ReconcileSpec(
     commit_statistics="commit_statistics",
     commit_measures=("commits", "lines_added"),
     pr_states=("open", "merged", "declined"),
-    statistics=(StatisticsCheck("pull_request_statistics", "scope",
-                                ("pull_requests", "open", "merged", "declined")),
-                StatisticsCheck("commit_statistics", "scope",
-                                ("commits", "lines_added", "lines_deleted"))),
+    statistics=(
+        StatisticsCheck(
+            "pull_request_statistics", "scope", ("pull_requests", "open", "merged", "declined")
+        ),
+        StatisticsCheck("commit_statistics", "scope", ("commits", "lines_added", "lines_deleted")),
+    ),
 )
 
 
@@ -370,8 +494,10 @@ SERVER: Final = EditionSpec(
     user_key="user_name",
     user_columns=("user_name", "author_user_name"),
     credential_forms=(("token",), ("username", "password")),
-    credentials_expected=("a token, or a username and password, in .dlt/secrets.toml or "
-                          "SOURCES__REPO_ANALYTICS__TOKEN / __USERNAME / __PASSWORD"),
+    credentials_expected=(
+        "a token, or a username and password, in .dlt/secrets.toml or "
+        "SOURCES__REPO_ANALYTICS__TOKEN / __USERNAME / __PASSWORD"
+    ),
     reconcile=RECONCILE,
     views=VIEWS,
     optional_tables=OPTIONAL_TABLES,

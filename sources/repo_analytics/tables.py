@@ -50,8 +50,13 @@ def is_merge(values: Any) -> bool:
     return len(values) > 1
 
 
-def column(name: str, path: str, type_: pa.DataType, convert: Callable[[Any], Any] | None = None,
-           nullable: bool = True) -> Column:
+def column(
+    name: str,
+    path: str,
+    type_: pa.DataType,
+    convert: Callable[[Any], Any] | None = None,
+    nullable: bool = True,
+) -> Column:
     """`path` is dotted (`author.display_name`), `@key` for a context value, `` for the item."""
     return Column(name, tuple(path.split(".")) if path else (), type_, convert, nullable)
 
@@ -218,8 +223,7 @@ class EditionSpec:
     # Accepted credentials: the first form whose settings are all set is used; the message
     # says what is expected when none is.
     credential_forms: tuple[tuple[str, ...], ...] = (("token",),)
-    credentials_expected: str = ("a token, in .dlt/secrets.toml or "
-                                 "SOURCES__REPO_ANALYTICS__TOKEN")
+    credentials_expected: str = "a token, in .dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN"
     needs_workspace: bool = False  # paths name a workspace: the `workspace` setting is required
     reconcile: ReconcileSpec | None = None  # None: nothing to reconcile with
     # The canonical views (pipelines/views.py): view -> this edition's SELECTs; and the
@@ -245,8 +249,9 @@ def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) 
 REMOVED: Final = "removed"  # child tables: true on a marker row that empties a parent's list
 
 
-def child_rows(items: Sequence[Any], parent: pa.Table, child: ChildTable,
-               context: Context) -> pa.Table:
+def child_rows(
+    items: Sequence[Any], parent: pa.Table, child: ChildTable, context: Context
+) -> pa.Table:
     """Rows of a child table: the parent's key columns, a position, the child's columns.
 
     A parent whose list is empty gets one marker row (position -1, `removed` true): with

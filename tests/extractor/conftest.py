@@ -31,14 +31,25 @@ CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_pull_requests": ("repository_slug", "id"),
     "cloud_workspace_pull_requests": ("repository_slug", "id"),
     "cloud_user_pull_requests": ("read_for_user_uuid", "repository_slug", "id"),
-    "cloud_pull_request_statistics": ("level", "scope", "period_start", "period",
-                                      "state_filter", "date_type"),
+    "cloud_pull_request_statistics": (
+        "level",
+        "scope",
+        "period_start",
+        "period",
+        "state_filter",
+        "date_type",
+    ),
     "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
     "cloud_users": ("uuid",),
 }
 # Fast retries for tests: the behaviour is the same, the waits are short.
-FAST_RETRY = {"backoff_base": 0.01, "max_wait_seconds": 5, "total_wait_seconds": 60,
-              "max_attempts": 6, "skip_retry_attempts": 2}
+FAST_RETRY = {
+    "backoff_base": 0.01,
+    "max_wait_seconds": 5,
+    "total_wait_seconds": 60,
+    "max_attempts": 6,
+    "skip_retry_attempts": 2,
+}
 
 
 @dataclass
@@ -59,11 +70,17 @@ class Loader:
         return self.path / "lake"
 
     def pipeline(self) -> dlt.Pipeline:
-        target: Any = (dlt.destinations.duckdb(str(self.db_file)) if self.destination == "duckdb"
-                       else dlt.destinations.filesystem(bucket_url=str(self.lake)))
-        return make_pipeline(destination=target, dataset_name=DATASET,
-                             pipelines_dir=str(self.path / "pipelines"),
-                             schemas_dir=self.path / "schemas")
+        target: Any = (
+            dlt.destinations.duckdb(str(self.db_file))
+            if self.destination == "duckdb"
+            else dlt.destinations.filesystem(bucket_url=str(self.lake))
+        )
+        return make_pipeline(
+            destination=target,
+            dataset_name=DATASET,
+            pipelines_dir=str(self.path / "pipelines"),
+            schemas_dir=self.path / "schemas",
+        )
 
     def source_args(self, **overrides: Any) -> dict[str, Any]:
         info = self.sim.info()
@@ -88,8 +105,9 @@ class Loader:
         """`sql` over the dataset, with the dataset as the default schema."""
         if self.destination == "duckdb":
             with duckdb.connect(str(self.db_file), read_only=True) as con:
-                if con.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?",
-                               [DATASET]).fetchall():  # none after a run that wrote nothing
+                if con.execute(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [DATASET]
+                ).fetchall():  # none after a run that wrote nothing
                     con.execute(f"SET schema '{DATASET}'")
                 return con.execute(sql).fetchall()
         with lake_connection(self.lake) as con:

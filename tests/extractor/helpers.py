@@ -51,8 +51,9 @@ def days(start: datetime, clock: datetime) -> list[tuple[datetime, datetime]]:
     return periods(start, clock, "day")
 
 
-def periods(start: datetime, clock: datetime, grain: str = GRAIN
-            ) -> list[tuple[datetime, datetime]]:
+def periods(
+    start: datetime, clock: datetime, grain: str = GRAIN
+) -> list[tuple[datetime, datetime]]:
     """UTC calendar periods from the one holding `start` up to `clock`; the last may be
     partial."""
     out = []
@@ -68,9 +69,13 @@ def data_tables(loader: Loader) -> set[str]:
     """The dataset's data tables; none when the dataset (schema) was never created."""
     if loader.destination == "duckdb" and not loader.db_file.exists():
         return set()
-    return {name for (name,) in loader.rows(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'")}
+    return {
+        name
+        for (name,) in loader.rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'"
+        )
+    }
 
 
 def column_types(loader: Loader, table: str) -> dict[str, str]:
@@ -105,9 +110,14 @@ def by_key(rows: Iterable[tuple[Any, ...]], width: int) -> dict[tuple[Any, ...],
     return keyed
 
 
-def assert_window_rows(got: dict[tuple, tuple], expected: dict[tuple, tuple[datetime, tuple]],
-                       since: datetime, must_since: datetime, clock: datetime,
-                       what: str) -> None:
+def assert_window_rows(
+    got: dict[tuple, tuple],
+    expected: dict[tuple, tuple[datetime, tuple]],
+    since: datetime,
+    must_since: datetime,
+    clock: datetime,
+    what: str,
+) -> None:
     """Loaded rows: every expected item with instant in [must_since, clock), none outside
     [since, clock), each equal to its truth row."""
     required = {k for k, (at, _) in expected.items() if must_since <= at < clock}
@@ -119,8 +129,11 @@ def assert_window_rows(got: dict[tuple, tuple], expected: dict[tuple, tuple[date
     assert not wrong, f"{what}: {len(wrong)} rows differ from truth, e.g. {wrong[:2]}"
 
 
-def run_with_log(sim: Simulator, loader: Loader, **overrides: Any,
-                 ) -> tuple[LoadResult, list[dict[str, Any]]]:
+def run_with_log(
+    sim: Simulator,
+    loader: Loader,
+    **overrides: Any,
+) -> tuple[LoadResult, list[dict[str, Any]]]:
     """One load, and the API requests it made (in the simulator's log)."""
     before = sim.requests()["total"]
     result = loader.load(**overrides)

@@ -61,40 +61,90 @@ def from_z(text: str) -> datetime:
 
 
 def cloud_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (c["repository"]["slug"], c["hash"], c["author"]["display_name"],
-            c["author"]["uuid"], datetime.fromisoformat(c["date"]), len(c["parents"]),
-            len(c["parents"]) > 1, c["lines"]["added"], c["lines"]["deleted"])
+    return (
+        c["repository"]["slug"],
+        c["hash"],
+        c["author"]["display_name"],
+        c["author"]["uuid"],
+        datetime.fromisoformat(c["date"]),
+        len(c["parents"]),
+        len(c["parents"]) > 1,
+        c["lines"]["added"],
+        c["lines"]["deleted"],
+    )
 
 
 def cloud_pr(p: Mapping[str, Any]) -> tuple[Any, ...]:
     facts = p["_sim"]
     closed = facts["closed_ms"]
-    return (p["destination"]["repository"]["slug"], p["id"], p["title"], p["state"],
-            p["closed"], p["author"]["display_name"], p["author"]["uuid"],
-            p["destination"]["branch"]["name"], from_ms(facts["created_ms"]),
-            from_ms(facts["updated_ms"]), from_ms(closed) if closed is not None else None,
-            p["comment_count"], p["task_count"])
+    return (
+        p["destination"]["repository"]["slug"],
+        p["id"],
+        p["title"],
+        p["state"],
+        p["closed"],
+        p["author"]["display_name"],
+        p["author"]["uuid"],
+        p["destination"]["branch"]["name"],
+        from_ms(facts["created_ms"]),
+        from_ms(facts["updated_ms"]),
+        from_ms(closed) if closed is not None else None,
+        p["comment_count"],
+        p["task_count"],
+    )
 
 
 def server_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
     repo, user = c["repository"], c.get("user") or {}
-    return (repo["project"]["key"], repo["slug"], c["id"], repo["name"], repo["project"]["name"],
-            c["author"]["displayName"], c["author"]["emailAddress"], user.get("name"),
-            user.get("displayName"), user.get("emailAddress"), from_z(c["authorTimestamp"]),
-            c["linesOfCode"]["added"], c["linesOfCode"]["deleted"], len(c["parents"]),
-            len(c["_sim"]["parents"]) > 1)
+    return (
+        repo["project"]["key"],
+        repo["slug"],
+        c["id"],
+        repo["name"],
+        repo["project"]["name"],
+        c["author"]["displayName"],
+        c["author"]["emailAddress"],
+        user.get("name"),
+        user.get("displayName"),
+        user.get("emailAddress"),
+        from_z(c["authorTimestamp"]),
+        c["linesOfCode"]["added"],
+        c["linesOfCode"]["deleted"],
+        len(c["parents"]),
+        len(c["_sim"]["parents"]) > 1,
+    )
 
 
 def server_pr(p: Mapping[str, Any]) -> tuple[Any, ...]:
     to, origin, author = p["toRef"], p["fromRef"], p["author"]["user"]
-    return (to["repository"]["project"]["key"], to["repository"]["slug"], p["id"], p["title"],
-            p["description"], p["state"], p["open"], p["closed"], p["locked"], p["version"],
-            from_ms(p["createdDate"]), from_ms(p["updatedDate"]), author["name"],
-            author["displayName"], author["emailAddress"], origin["displayId"], origin["id"],
-            origin["repository"]["project"]["key"], origin["repository"]["slug"],
-            origin["latestCommit"], to["displayId"], to["id"], to["latestCommit"],
-            to["repository"]["name"], to["repository"]["project"]["name"],
-            p["links"]["self"][0]["href"])
+    return (
+        to["repository"]["project"]["key"],
+        to["repository"]["slug"],
+        p["id"],
+        p["title"],
+        p["description"],
+        p["state"],
+        p["open"],
+        p["closed"],
+        p["locked"],
+        p["version"],
+        from_ms(p["createdDate"]),
+        from_ms(p["updatedDate"]),
+        author["name"],
+        author["displayName"],
+        author["emailAddress"],
+        origin["displayId"],
+        origin["id"],
+        origin["repository"]["project"]["key"],
+        origin["repository"]["slug"],
+        origin["latestCommit"],
+        to["displayId"],
+        to["id"],
+        to["latestCommit"],
+        to["repository"]["name"],
+        to["repository"]["project"]["name"],
+        p["links"]["self"][0]["href"],
+    )
 
 
 @dataclass(frozen=True)
@@ -116,27 +166,95 @@ class EditionTables:
 EDITIONS: dict[str, EditionTables] = {
     "cloud": EditionTables(
         "cloud_commits",
-        ("repository_slug", "hash", "author_display_name", "author_uuid", "date_local",
-         "parent_count", "is_merge", "lines_added", "lines_deleted"), cloud_commit,
+        (
+            "repository_slug",
+            "hash",
+            "author_display_name",
+            "author_uuid",
+            "date_local",
+            "parent_count",
+            "is_merge",
+            "lines_added",
+            "lines_deleted",
+        ),
+        cloud_commit,
         "cloud_pull_requests",
-        ("repository_slug", "id", "title", "state", "closed", "author_display_name",
-         "author_uuid", "destination_branch", "created_at", "updated_at", "closed_at",
-         "comment_count", "task_count"), cloud_pr, 2,
-        lambda c: from_z(c["_sim"]["instant"]), "cloud_commit_parents",
-        ("repository_slug", "hash", "position")),
+        (
+            "repository_slug",
+            "id",
+            "title",
+            "state",
+            "closed",
+            "author_display_name",
+            "author_uuid",
+            "destination_branch",
+            "created_at",
+            "updated_at",
+            "closed_at",
+            "comment_count",
+            "task_count",
+        ),
+        cloud_pr,
+        2,
+        lambda c: from_z(c["_sim"]["instant"]),
+        "cloud_commit_parents",
+        ("repository_slug", "hash", "position"),
+    ),
     "server": EditionTables(
         "server_commits",
-        ("project_key", "repository_slug", "id", "repository_name", "project_name",
-         "author_display_name", "author_email", "user_name", "user_display_name", "user_email",
-         "author_timestamp", "lines_added", "lines_deleted", "parent_count", "is_merge"),
-        server_commit, "server_pull_requests",
-        ("project_key", "repository_slug", "id", "title", "description", "state", "open",
-         "closed", "locked", "version", "created_at", "updated_at", "author_user_name",
-         "author_display_name", "author_email", "from_branch", "from_ref", "from_project_key",
-         "from_repository_slug", "from_latest_commit", "to_branch", "to_ref", "to_latest_commit",
-         "repository_name", "project_name", "link"), server_pr, 3,
-        lambda c: from_z(c["authorTimestamp"]), "server_commit_parents",
-        ("project_key", "repository_slug", "id", "position")),
+        (
+            "project_key",
+            "repository_slug",
+            "id",
+            "repository_name",
+            "project_name",
+            "author_display_name",
+            "author_email",
+            "user_name",
+            "user_display_name",
+            "user_email",
+            "author_timestamp",
+            "lines_added",
+            "lines_deleted",
+            "parent_count",
+            "is_merge",
+        ),
+        server_commit,
+        "server_pull_requests",
+        (
+            "project_key",
+            "repository_slug",
+            "id",
+            "title",
+            "description",
+            "state",
+            "open",
+            "closed",
+            "locked",
+            "version",
+            "created_at",
+            "updated_at",
+            "author_user_name",
+            "author_display_name",
+            "author_email",
+            "from_branch",
+            "from_ref",
+            "from_project_key",
+            "from_repository_slug",
+            "from_latest_commit",
+            "to_branch",
+            "to_ref",
+            "to_latest_commit",
+            "repository_name",
+            "project_name",
+            "link",
+        ),
+        server_pr,
+        3,
+        lambda c: from_z(c["authorTimestamp"]),
+        "server_commit_parents",
+        ("project_key", "repository_slug", "id", "position"),
+    ),
 }
 
 
@@ -162,23 +280,37 @@ def query(db_file: Path, sql: str, params: list[Any] | None = None) -> list[tupl
         return con.execute(sql, params or []).fetchall()
 
 
-def assert_tables_equal_truth(db_file: Path, sim: Simulator, edition: str,
-                              required: tuple[datetime, datetime] | None = None,
-                              allowed: tuple[datetime, datetime] | None = None,
-                              prs: bool = True) -> None:
+def assert_tables_equal_truth(
+    db_file: Path,
+    sim: Simulator,
+    edition: str,
+    required: tuple[datetime, datetime] | None = None,
+    allowed: tuple[datetime, datetime] | None = None,
+    prs: bool = True,
+) -> None:
     """The repository-level commit (and pull-request) tables of a DuckDB file equal the truth
     by key and value (`assert_rows_equal_truth`)."""
-    assert_rows_equal_truth(lambda table, columns: rows_of(db_file, table, columns), sim,
-                            edition, required, allowed, prs)
+    assert_rows_equal_truth(
+        lambda table, columns: rows_of(db_file, table, columns),
+        sim,
+        edition,
+        required,
+        allowed,
+        prs,
+    )
 
 
 RowReader = Callable[[str, tuple[str, ...]], list[tuple[Any, ...]]]
 
 
-def assert_rows_equal_truth(read: RowReader, sim: Simulator, edition: str,
-                            required: tuple[datetime, datetime] | None = None,
-                            allowed: tuple[datetime, datetime] | None = None,
-                            prs: bool = True) -> None:
+def assert_rows_equal_truth(
+    read: RowReader,
+    sim: Simulator,
+    edition: str,
+    required: tuple[datetime, datetime] | None = None,
+    allowed: tuple[datetime, datetime] | None = None,
+    prs: bool = True,
+) -> None:
     """The repository-level commit (and pull-request) tables equal the truth by key and value,
     each key once (parents too); `read(table, columns)` gives a table's rows, from whichever
     destination.
@@ -196,9 +328,9 @@ def assert_rows_equal_truth(read: RowReader, sim: Simulator, edition: str,
         row = spec.commit_row(c)
         at = spec.commit_time(c)
         if allowed is None or allowed[0] <= at < allowed[1]:
-            expected[row[:spec.key_width]] = row
+            expected[row[: spec.key_width]] = row
         if required is None or required[0] <= at < required[1]:
-            must.add(row[:spec.key_width])
+            must.add(row[: spec.key_width])
     missing, extra = must - set(got), set(got) - set(expected)
     assert not missing, f"{len(missing)} truth commits not loaded, e.g. {sorted(missing)[:3]}"
     assert not extra, f"{len(extra)} loaded commits outside the range, e.g. {sorted(extra)[:3]}"
@@ -209,9 +341,14 @@ def assert_rows_equal_truth(read: RowReader, sim: Simulator, edition: str,
     if prs:
         got_prs = keyed(read(spec.prs, spec.pr_columns), spec.key_width)
         updated = spec.pr_columns.index("updated_at")
-        truth_prs = keyed([row for row in map(spec.pr_row, sim.truth("pull-requests"))
-                           if required is None or required[0] <= row[updated] < required[1]],
-                          spec.key_width)
+        truth_prs = keyed(
+            [
+                row
+                for row in map(spec.pr_row, sim.truth("pull-requests"))
+                if required is None or required[0] <= row[updated] < required[1]
+            ],
+            spec.key_width,
+        )
         assert set(got_prs) == set(truth_prs)
         wrong = [(got_prs[k], truth_prs[k]) for k in got_prs if got_prs[k] != truth_prs[k]]
         assert not wrong, f"{len(wrong)} pull requests differ from truth, e.g. {wrong[:2]}"
@@ -240,13 +377,20 @@ def log_since(sim: Simulator, serial: int) -> list[dict[str, Any]]:
 
 def snapshot(db_file: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every data table's contents without dlt's columns, sorted."""
-    tables = [t for (t,) in query(
-        db_file, "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-        "table_type = 'BASE TABLE' AND table_name NOT LIKE '_dlt%'", [DATASET])]
+    tables = [
+        t
+        for (t,) in query(
+            db_file,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
+            "table_type = 'BASE TABLE' AND table_name NOT LIKE '_dlt%'",
+            [DATASET],
+        )
+    ]
     out = {}
     for table in sorted(tables):
-        columns = [c for (c, *_) in query(db_file, f'DESCRIBE "{table}"')
-                   if not c.startswith("_dlt")]
+        columns = [
+            c for (c, *_) in query(db_file, f'DESCRIBE "{table}"') if not c.startswith("_dlt")
+        ]
         out[table] = rows_of(db_file, table, tuple(columns), "ORDER BY ALL")
     return out
 
@@ -256,17 +400,25 @@ def data_tables(db_file: Path) -> list[str]:
     if not db_file.exists():
         return []
     with duckdb.connect(str(db_file), read_only=True) as con:
-        return [t for (t,) in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-            "table_name NOT LIKE '_dlt%'", [DATASET]).fetchall()]
+        return [
+            t
+            for (t,) in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
+                "table_name NOT LIKE '_dlt%'",
+                [DATASET],
+            ).fetchall()
+        ]
 
 
 def cursors(loader: Loader) -> dict[str, Any]:
     """Each resource's stored cursor per scope (the nightly cursors), as `resource:scope`."""
     resources = loader.pipeline().state["sources"]["repo_analytics"]["resources"]
-    return {f"{name}:{key}": json.loads(json.dumps(scope["last_value"], default=str))
-            for name, value in resources.items()
-            for key, scope in value.get("scopes", {}).items() if "last_value" in scope}
+    return {
+        f"{name}:{key}": json.loads(json.dumps(scope["last_value"], default=str))
+        for name, value in resources.items()
+        for key, scope in value.get("scopes", {}).items()
+        if "last_value" in scope
+    }
 
 
 def source_args(loader: Loader, **overrides: Any) -> dict[str, Any]:
@@ -277,41 +429,75 @@ def source_args(loader: Loader, **overrides: Any) -> dict[str, Any]:
     return args
 
 
-def backfill(loader: Loader, since: datetime | str, until: datetime | str | None,
-             window_days: int = WINDOW_DAYS, **overrides: Any) -> tuple[BackfillResult, list]:
+def backfill(
+    loader: Loader,
+    since: datetime | str,
+    until: datetime | str | None,
+    window_days: int = WINDOW_DAYS,
+    **overrides: Any,
+) -> tuple[BackfillResult, list]:
     """One in-process backfill at the simulator's clock, and the requests it made."""
     before = loader.sim.requests()["total"]
     clock = datetime.fromtimestamp(loader.sim.info()["now"], UTC)
-    result = run_backfill(loader.pipeline(), since, until, window_days, now=clock,
-                          **source_args(loader, **overrides))
+    result = run_backfill(
+        loader.pipeline(), since, until, window_days, now=clock, **source_args(loader, **overrides)
+    )
     return result, log_since(loader.sim, before)
 
 
 def cli_env(sim: Simulator, **extra: str) -> dict[str, str]:
     """The environment of a `repo-analytics` subprocess pointed at `sim` (no other config)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    env.update({"SOURCES__REPO_ANALYTICS__EDITION": sim.config.edition,
-                "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url})
+    env.update(
+        {
+            "SOURCES__REPO_ANALYTICS__EDITION": sim.config.edition,
+            "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url,
+        }
+    )
     if sim.config.edition == "cloud":
-        env.update({"SOURCES__REPO_ANALYTICS__WORKSPACE": sim.info()["workspace"],
-                    "SOURCES__REPO_ANALYTICS__TOKEN": sim.config.token})
+        env.update(
+            {
+                "SOURCES__REPO_ANALYTICS__WORKSPACE": sim.info()["workspace"],
+                "SOURCES__REPO_ANALYTICS__TOKEN": sim.config.token,
+            }
+        )
     else:
-        env.update({"SOURCES__REPO_ANALYTICS__USERNAME": sim.config.username,
-                    "SOURCES__REPO_ANALYTICS__PASSWORD": sim.config.password})
+        env.update(
+            {
+                "SOURCES__REPO_ANALYTICS__USERNAME": sim.config.username,
+                "SOURCES__REPO_ANALYTICS__PASSWORD": sim.config.password,
+            }
+        )
     env.update(extra)
     return env
 
 
 def cli_args(folder: Path, *command: str) -> list[str]:
-    return [str(CLI), "--duckdb", str(folder / "data.duckdb"), "--pipelines-dir",
-            str(folder / "pipelines"), "--schemas-dir", str(folder / "schemas"), *command]
+    return [
+        str(CLI),
+        "--duckdb",
+        str(folder / "data.duckdb"),
+        "--pipelines-dir",
+        str(folder / "pipelines"),
+        "--schemas-dir",
+        str(folder / "schemas"),
+        *command,
+    ]
 
 
-def run_cli(folder: Path, env: Mapping[str, str], *command: str,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    folder: Path, env: Mapping[str, str], *command: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(cli_args(folder, *command), env=dict(env), cwd=folder, text=True,
-                          capture_output=True, timeout=timeout, check=False)
+    return subprocess.run(
+        cli_args(folder, *command),
+        env=dict(env),
+        cwd=folder,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def window_lines(stdout: str) -> dict[int, tuple[str, str, str]]:
@@ -350,13 +536,16 @@ class Backfilled:
 
 
 BASE = {"levels": ["repository"], "statistics_period": "week"}
-RESOURCES = {"cloud": ["commits", "pull_requests", "change_statistics"],
-             "server": ["commits", "pull_requests", "commit_statistics", "commit_exports"]}
+RESOURCES = {
+    "cloud": ["commits", "pull_requests", "change_statistics"],
+    "server": ["commits", "pull_requests", "commit_statistics", "commit_exports"],
+}
 
 
 @pytest.fixture(scope="module", params=["cloud", "server"])
-def backfilled(request: pytest.FixtureRequest,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
+def backfilled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backfilled]:
     """The whole tiny history backfilled in 30-day windows at the repository level (commits,
     pull requests, commit statistics by week; server: commit exports too), then the same
     backfill again; then its first window with one repository, then with one repository and
@@ -369,25 +558,47 @@ def backfilled(request: pytest.FixtureRequest,
         tables = snapshot(loader.db_file)
         again, again_log = backfill(loader, SINCE.date().isoformat(), None, **base)
         again_tables = snapshot(loader.db_file)
-        slug = min(r["slug"] if edition == "cloud" else f"{r['project']['key']}/{r['slug']}"
-                   for r in sim.truth("repositories"))
+        slug = min(
+            r["slug"] if edition == "cloud" else f"{r['project']['key']}/{r['slug']}"
+            for r in sim.truth("repositories")
+        )
         # the first window again, with other scopes
         until = (SINCE + WINDOW).isoformat()
-        narrowed, narrowed_log = backfill(loader, SINCE.date().isoformat(), until,
-                                          repositories=[slug], **base)
+        narrowed, narrowed_log = backfill(
+            loader, SINCE.date().isoformat(), until, repositories=[slug], **base
+        )
         relevelled, relevelled_log = backfill(
-            loader, SINCE.date().isoformat(), until, repositories=[slug],
-            **{**BASE, "levels": ["repository", TOP_LEVEL[edition]], "resources": ["commits"]})
-        yield Backfilled(edition, sim, loader, first, first_log, tables, again, again_log,
-                         again_tables, slug, narrowed, narrowed_log, relevelled, relevelled_log)
+            loader,
+            SINCE.date().isoformat(),
+            until,
+            repositories=[slug],
+            **{**BASE, "levels": ["repository", TOP_LEVEL[edition]], "resources": ["commits"]},
+        )
+        yield Backfilled(
+            edition,
+            sim,
+            loader,
+            first,
+            first_log,
+            tables,
+            again,
+            again_log,
+            again_tables,
+            slug,
+            narrowed,
+            narrowed_log,
+            relevelled,
+            relevelled_log,
+        )
 
 
 def test_backfill_windows_are_planned_and_clean(backfilled: Backfilled) -> None:
     """Four half-open 30-day windows from 2026-03-01 to the clock (the last one two days long),
     each loaded, none partial."""
     b = backfilled
-    assert b.windows == [(SINCE + k * WINDOW, min(SINCE + (k + 1) * WINDOW, CLOCK))
-                         for k in range(4)]
+    assert b.windows == [
+        (SINCE + k * WINDOW, min(SINCE + (k + 1) * WINDOW, CLOCK)) for k in range(4)
+    ]
     assert b.windows[-1] == (datetime(2026, 5, 30, tzinfo=UTC), CLOCK)
     assert [w.resumed for w in b.first.windows] == [False] * 4
     assert not b.first.partial
@@ -407,24 +618,35 @@ def repository_scope(repo: Mapping[str, Any], edition: str) -> str:
     return repo["slug"] if edition == "cloud" else f"{repo['project']['key']}/{repo['slug']}"
 
 
-def assert_complete_weeks(db_file: Path, sim: Simulator, edition: str,
-                          first_week: datetime) -> None:
+def assert_complete_weeks(
+    db_file: Path, sim: Simulator, edition: str, first_week: datetime
+) -> None:
     """Weekly repository commit statistics: one complete row per repository and week from
     `first_week` to the (Monday) clock, each with the truth's commit count (by instant)."""
     spec = EDITIONS[edition]
     weeks = [first_week + k * WEEK for k in range((CLOCK - first_week) // WEEK)]
-    expected = {(repository_scope(r, edition), week): 0
-                for r in sim.truth("repositories") for week in weeks}
+    expected = {
+        (repository_scope(r, edition), week): 0 for r in sim.truth("repositories") for week in weeks
+    }
     for c in sim.truth("commits"):
         at = spec.commit_time(c)
         if at >= first_week:
-            expected[(repository_scope(c["repository"], edition),
-                      first_week + ((at - first_week) // WEEK) * WEEK)] += 1
-    got = keyed(query(db_file, "SELECT scope, period_start, period_end, commits FROM "
-                      "commit_statistics WHERE level = 'repository' AND period = 'week'"), 2)
+            expected[
+                (
+                    repository_scope(c["repository"], edition),
+                    first_week + ((at - first_week) // WEEK) * WEEK,
+                )
+            ] += 1
+    got = keyed(
+        query(
+            db_file,
+            "SELECT scope, period_start, period_end, commits FROM "
+            "commit_statistics WHERE level = 'repository' AND period = 'week'",
+        ),
+        2,
+    )
     assert set(got) == set(expected), "a week is missing (or extra)"
-    wrong = {key: row[2:] for key, row in got.items()
-             if row[2:] != (key[1] + WEEK, expected[key])}
+    wrong = {key: row[2:] for key, row in got.items() if row[2:] != (key[1] + WEEK, expected[key])}
     assert not wrong, f"weeks differ from truth (period_end, commits): {wrong}"
     assert sum(expected.values()) > 0
 
@@ -437,10 +659,16 @@ def test_backfill_statistics_cover_every_period(backfilled: Backfilled) -> None:
     # the Monday of the week of 2026-03-01; the tiny history begins after it
     assert_complete_weeks(b.loader.db_file, b.sim, b.edition, datetime(2026, 2, 23, tzinfo=UTC))
     if b.edition == "server":  # the CSV export windows end where the backfill windows end
-        exported = keyed(query(b.loader.db_file, "SELECT project, repository, commit_hash, "
-                               "window_end FROM server_commit_exports"), 3)
-        assert set(exported) == {(c["repository"]["project"]["name"], c["repository"]["slug"],
-                                  c["id"]) for c in truth}  # the CSV names the project
+        exported = keyed(
+            query(
+                b.loader.db_file,
+                "SELECT project, repository, commit_hash, window_end FROM server_commit_exports",
+            ),
+            3,
+        )
+        assert set(exported) == {
+            (c["repository"]["project"]["name"], c["repository"]["slug"], c["id"]) for c in truth
+        }  # the CSV names the project
         assert {row[3] for row in exported.values()} == {end for _, end in b.windows}
 
 
@@ -495,8 +723,10 @@ def test_other_scope_signature_is_not_finished(backfilled: Backfilled) -> None:
     assert {dated(e)[1] for e in repo_requests if ".list." in e["endpoint"]} == {b.windows[0][1]}
     assert [w.resumed for w in b.relevelled.windows] == [False]
     top = TOP_LEVEL[b.edition]
-    assert {e["endpoint"] for e in b.relevelled_log} >= {f"commits.list.{top}",
-                                                          "commits.list.repository"}
+    assert {e["endpoint"] for e in b.relevelled_log} >= {
+        f"commits.list.{top}",
+        "commits.list.repository",
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,8 +745,10 @@ def test_reconcile_clean_backfill(backfilled: Backfilled) -> None:
     check = reconcile(str(b.loader.db_file), DATASET, b.windows, reconcile_args(b))
     repositories = len(b.sim.truth("repositories"))
     states = 4 if b.edition == "cloud" else 3
-    weeks = query(b.loader.db_file, "SELECT count(*) FROM commit_statistics WHERE "
-                  "level = 'repository' AND period = 'week'")[0][0]
+    weeks = query(
+        b.loader.db_file,
+        "SELECT count(*) FROM commit_statistics WHERE level = 'repository' AND period = 'week'",
+    )[0][0]
     assert weeks >= repositories * 13
     assert check.checked == repositories * len(b.windows) * (2 + states) + weeks * 3
     assert check.ok, check.as_dict()
@@ -530,8 +762,11 @@ def window_label(start: datetime, end: datetime) -> str:
 
 
 def mismatches(check: Reconciliation) -> dict[tuple[str, str, str], tuple[int, int]]:
-    return {(d.repository, d.window, d.measure): (d.api, d.landed)
-            for d in check.differences if d.verdict == "mismatch"}
+    return {
+        (d.repository, d.window, d.measure): (d.api, d.landed)
+        for d in check.differences
+        if d.verdict == "mismatch"
+    }
 
 
 def deltas(check: Reconciliation) -> dict[tuple[str, str, str], int]:
@@ -539,8 +774,9 @@ def deltas(check: Reconciliation) -> dict[tuple[str, str, str], int]:
     return {(d.repository, d.window, d.measure): d.api - d.landed for d in check.differences}
 
 
-def assert_mismatches(found: dict[tuple[str, str, str], tuple[int, int]],
-                      expected: dict[tuple[str, str, str], int]) -> None:
+def assert_mismatches(
+    found: dict[tuple[str, str, str], tuple[int, int]], expected: dict[tuple[str, str, str], int]
+) -> None:
     """Exactly the expected mismatches, each with api = landed + the expected amount."""
     assert set(found) == set(expected), found
     for key, amount in expected.items():
@@ -555,11 +791,15 @@ def test_reconcile_finds_a_dropped_row(backfilled: Backfilled, tmp_path: Path) -
     args = reconcile_args(b)
     clean = deltas(reconcile(str(b.loader.db_file), DATASET, b.windows, args))
     # a commit well inside a window, by its instant and (cloud) its local time alike
-    inside = [(c, w) for c in b.sim.truth("commits") for w in b.windows
-              if w[0] + 2 * DAY <= spec.commit_time(c) < w[1] - 2 * DAY
-              and (c["lines"] if b.edition == "cloud" else c["linesOfCode"])["added"] > 0]
+    inside = [
+        (c, w)
+        for c in b.sim.truth("commits")
+        for w in b.windows
+        if w[0] + 2 * DAY <= spec.commit_time(c) < w[1] - 2 * DAY
+        and (c["lines"] if b.edition == "cloud" else c["linesOfCode"])["added"] > 0
+    ]
     commit, commit_window = inside[len(inside) // 2]
-    commit_key = spec.commit_row(commit)[:spec.key_width]
+    commit_key = spec.commit_row(commit)[: spec.key_width]
     pr_row = spec.pr_row(b.sim.truth("pull-requests")[5])
     # pull requests are reconciled by their last update, the date the lists are read by
     updated = pr_row[spec.pr_columns.index("updated_at")]
@@ -568,18 +808,23 @@ def test_reconcile_finds_a_dropped_row(backfilled: Backfilled, tmp_path: Path) -
     shutil.copy(b.loader.db_file, db_file)
     with duckdb.connect(str(db_file)) as con:
         con.execute(f"SET schema '{DATASET}'")
-        for table, columns, key in ((spec.commits, spec.commit_columns, commit_key),
-                                    (spec.prs, spec.pr_columns, pr_row[:spec.key_width])):
-            where = " AND ".join(f'"{c}" = ?' for c in columns[:spec.key_width])
-            assert con.execute(f"DELETE FROM {table} WHERE {where} RETURNING 1",
-                               list(key)).fetchall() == [(1,)]
+        for table, columns, key in (
+            (spec.commits, spec.commit_columns, commit_key),
+            (spec.prs, spec.pr_columns, pr_row[: spec.key_width]),
+        ):
+            where = " AND ".join(f'"{c}" = ?' for c in columns[: spec.key_width])
+            assert con.execute(
+                f"DELETE FROM {table} WHERE {where} RETURNING 1", list(key)
+            ).fetchall() == [(1,)]
     repo = "/".join(commit_key[:-1])
-    pr_repo = "/".join(str(v) for v in pr_row[:spec.key_width - 1])
+    pr_repo = "/".join(str(v) for v in pr_row[: spec.key_width - 1])
     state = f"pull_requests_{pr_row[spec.pr_columns.index('state')].lower()}"
     added = (commit["lines"] if b.edition == "cloud" else commit["linesOfCode"])["added"]
-    expected_change = {(repo, window_label(*commit_window), "commits"): 1,
-                       (repo, window_label(*commit_window), "lines_added"): added,
-                       (pr_repo, window_label(*pr_window), state): 1}
+    expected_change = {
+        (repo, window_label(*commit_window), "commits"): 1,
+        (repo, window_label(*commit_window), "lines_added"): added,
+        (pr_repo, window_label(*pr_window), state): 1,
+    }
 
     check = reconcile(str(db_file), DATASET, b.windows, args)
     assert not check.ok
@@ -599,9 +844,14 @@ def test_reconcile_finds_a_dropped_row(backfilled: Backfilled, tmp_path: Path) -
         wide = [(SINCE - 2 * DAY, CLOCK + 2 * DAY)]
         check = reconcile(str(db_file), DATASET, wide, args)
         label = window_label(*wide[0])
-        assert_mismatches(mismatches(check), {(repo, label, "commits"): 1,
-                                              (repo, label, "lines_added"): added,
-                                              (pr_repo, label, state): 1})
+        assert_mismatches(
+            mismatches(check),
+            {
+                (repo, label, "commits"): 1,
+                (repo, label, "lines_added"): added,
+                (pr_repo, label, state): 1,
+            },
+        )
         assert len(check.differences) == 3
 
 
@@ -613,18 +863,26 @@ def test_backfill_never_moves_the_nightly_cursor(tmp_path: Path) -> None:
     were, and the next nightly sends the same requests as a twin pipeline that never
     backfilled. Weekly statistics: every week complete, also the one the nightly began in the
     middle of and the backfill ended in the middle of (a partial row must not replace it)."""
-    nightly_start, backfill_start = datetime(2026, 5, 20, tzinfo=UTC), datetime(2026, 4, 20,
-                                                                                tzinfo=UTC)
+    nightly_start, backfill_start = (
+        datetime(2026, 5, 20, tzinfo=UTC),
+        datetime(2026, 4, 20, tzinfo=UTC),
+    )
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
-        args: dict[str, Any] = {"levels": ["repository"], "statistics_period": "week",
-                                "resources": ["commits", "pull_requests", "change_statistics"]}
+        args: dict[str, Any] = {
+            "levels": ["repository"],
+            "statistics_period": "week",
+            "resources": ["commits", "pull_requests", "change_statistics"],
+        }
         loader, twin = Loader(sim, tmp_path / "main"), Loader(sim, tmp_path / "twin")
         for one in (loader, twin):
             one.load(start_date=nightly_start.isoformat(), **args)
         stored = cursors(loader)
         assert stored and stored == cursors(twin)
         assert {n.split(":")[0] for n in stored} == {
-            "commits.repository", "pull_requests.repository", "change_statistics.repository"}
+            "commits.repository",
+            "pull_requests.repository",
+            "change_statistics.repository",
+        }
 
         result, log = backfill(loader, backfill_start, nightly_start, 15, **args)
         assert [w.resumed for w in result.windows] == [False] * 2 and not result.partial
@@ -635,19 +893,29 @@ def test_backfill_never_moves_the_nightly_cursor(tmp_path: Path) -> None:
         for one in (loader, twin):
             before = sim.requests()["total"]
             one.load(start_date=nightly_start.isoformat(), **args)
-            nightly.append(sorted(json.dumps([e["endpoint"], e["path"], e["params"]],
-                                             sort_keys=True) for e in log_since(sim, before)))
+            nightly.append(
+                sorted(
+                    json.dumps([e["endpoint"], e["path"], e["params"]], sort_keys=True)
+                    for e in log_since(sim, before)
+                )
+            )
         assert nightly[0] and nightly[0] == nightly[1]
         assert cursors(loader) == cursors(twin)
         # windows end on Tuesday 05-05 and Wednesday 05-20, where the nightly began
         assert_complete_weeks(loader.db_file, sim, "cloud", backfill_start)  # a Monday
-        assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(backfill_start, CLOCK),
-                                  allowed=(backfill_start - SLACK, CLOCK))
+        assert_tables_equal_truth(
+            loader.db_file,
+            sim,
+            "cloud",
+            required=(backfill_start, CLOCK),
+            allowed=(backfill_start - SLACK, CLOCK),
+        )
 
 
 @pytest.mark.parametrize("destination", ["duckdb", "parquet"])
 def test_a_lost_working_folder_resumes_from_the_destination(
-        tmp_path: Path, destination: str) -> None:
+    tmp_path: Path, destination: str
+) -> None:
     """The pipelines' working folder is deleted after a backfill (a new machine, a wiped
     container): the same backfill again finds every window finished in the destination's
     state of the window pipelines, and requests nothing."""
@@ -664,14 +932,14 @@ def test_a_lost_working_folder_resumes_from_the_destination(
 
 @pytest.mark.parametrize("edition", ["cloud", "server"])
 def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
-        tmp_path: Path, edition: str) -> None:
+    tmp_path: Path, edition: str
+) -> None:
     """A backfill that reaches the clock sets every scope's nightly cursor to its end, so the
     first nightly run reads only its look-back (3 days, plus the slack of zone-less dates),
     not the months since `start_date`, at most one request per scope and list; the tables
     still equal the truth."""
     with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
-        args: dict[str, Any] = {"levels": ["repository"],
-                                "resources": ["commits", "pull_requests"]}
+        args: dict[str, Any] = {"levels": ["repository"], "resources": ["commits", "pull_requests"]}
         loader = Loader(sim, tmp_path)
         result, _ = backfill(loader, SINCE, None, **args)
         assert not result.partial
@@ -685,11 +953,13 @@ def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
         nightly = [e for e in log_since(sim, before) if dated(e)]
         earliest = CLOCK - timedelta(days=3) - SLACK
         assert nightly and all(dated(e)[0] >= earliest for e in nightly), min(
-            dated(e)[0] for e in nightly)
+            dated(e)[0] for e in nightly
+        )
         lists = [e for e in nightly if ".list.repository" in e["endpoint"]]
         assert len(lists) <= 2 * len(repositories)
-        assert_tables_equal_truth(loader.db_file, sim, edition, required=(SINCE, CLOCK),
-                                  allowed=(SINCE - SLACK, CLOCK))
+        assert_tables_equal_truth(
+            loader.db_file, sim, edition, required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -708,13 +978,26 @@ class Killed:
     log: list[dict[str, Any]]
 
 
-def run_and_kill(args: list[str], env: Mapping[str, str], cwd: Path, sim: Simulator,
-                 moment: float, deadline: float) -> Killed:
+def run_and_kill(
+    args: list[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    sim: Simulator,
+    moment: float,
+    deadline: float,
+) -> Killed:
     """Start a backfill; after its first newly loaded window, SIGKILL it `moment` (a fraction
     of that window's duration) into the next window."""
     before = sim.requests()["total"]
-    proc = subprocess.Popen(args, env=dict(env), cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        args,
+        env=dict(env),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -730,7 +1013,8 @@ def run_and_kill(args: list[str], env: Mapping[str, str], cwd: Path, sim: Simula
         while True:
             line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             assert line is not None, "the backfill ended before it could be killed:\n" + "".join(
-                printed)
+                printed
+            )
             printed.append(line)
             numbered = window_lines(line)
             if numbered and "skipped" not in next(iter(numbered.values()))[2]:
@@ -753,8 +1037,11 @@ def run_and_kill(args: list[str], env: Mapping[str, str], cwd: Path, sim: Simula
             printed.append(line)
     assert proc.returncode == -signal.SIGKILL
     numbered = window_lines("".join(printed))
-    return Killed({i for i, v in numbered.items() if "skipped" not in v[2]},
-                  {i for i, v in numbered.items() if "skipped" in v[2]}, log_since(sim, before))
+    return Killed(
+        {i for i, v in numbered.items() if "skipped" not in v[2]},
+        {i for i, v in numbered.items() if "skipped" in v[2]},
+        log_since(sim, before),
+    )
 
 
 def test_kill_9_and_resume(tmp_path: Path) -> None:
@@ -767,12 +1054,25 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
     rng = random.Random(20260601)
     with Simulator(SimConfig(edition="cloud", size="small", now=FIXED_NOW)) as sim:
         env = cli_env(sim)
-        args = cli_args(tmp_path, "backfill", "--since", KILL_SINCE.date().isoformat(),
-                        "--until", KILL_UNTIL.date().isoformat(), "--window-days", "20",
-                        "--parallel-windows", "1", "--levels", "repository", "--resources",
-                        "commits")
-        ends = [min(KILL_SINCE + k * timedelta(days=20), KILL_UNTIL)
-                for k in range(1, KILL_WINDOWS + 1)]
+        args = cli_args(
+            tmp_path,
+            "backfill",
+            "--since",
+            KILL_SINCE.date().isoformat(),
+            "--until",
+            KILL_UNTIL.date().isoformat(),
+            "--window-days",
+            "20",
+            "--parallel-windows",
+            "1",
+            "--levels",
+            "repository",
+            "--resources",
+            "commits",
+        )
+        ends = [
+            min(KILL_SINCE + k * timedelta(days=20), KILL_UNTIL) for k in range(1, KILL_WINDOWS + 1)
+        ]
         finished: set[int] = set()
         for _ in range(2):
             # the first kill after the next window's extract (normalising or loading: its
@@ -782,13 +1082,15 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
             assert killed.finished, "each run is killed after a window finished"
             assert killed.skipped >= finished, "a window seen finished was not skipped"
             assert not {dated(e)[1] for e in killed.log if dated(e)} & {
-                ends[i - 1] for i in killed.skipped}, "a finished window was requested again"
+                ends[i - 1] for i in killed.skipped
+            }, "a finished window was requested again"
             finished |= killed.finished | killed.skipped
         assert len(finished) < KILL_WINDOWS, "the kills left no work for the rerun"
 
         before = sim.requests()["total"]
-        done = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
-                              timeout=180, check=False)  # a bound, not a timing: CI is shared
+        done = subprocess.run(
+            args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False
+        )  # a bound, not a timing: CI is shared
         assert done.returncode == 0, done.stdout + done.stderr
         numbered = window_lines(done.stdout)
         assert sorted(numbered) == list(range(1, KILL_WINDOWS + 1))
@@ -796,12 +1098,17 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
         assert skipped >= finished
         assert f"{KILL_WINDOWS} windows, {len(skipped)} already finished before" in done.stdout
         requested = {dated(e)[1] for e in log_since(sim, before) if dated(e)}
-        assert requested == {ends[i - 1] for i in range(1, KILL_WINDOWS + 1)
-                             if i not in skipped}
+        assert requested == {ends[i - 1] for i in range(1, KILL_WINDOWS + 1) if i not in skipped}
 
         db_file = tmp_path / "data.duckdb"
-        assert_tables_equal_truth(db_file, sim, "cloud", required=(KILL_SINCE, KILL_UNTIL),
-                                  allowed=(KILL_SINCE - SLACK, KILL_UNTIL), prs=False)
+        assert_tables_equal_truth(
+            db_file,
+            sim,
+            "cloud",
+            required=(KILL_SINCE, KILL_UNTIL),
+            allowed=(KILL_SINCE - SLACK, KILL_UNTIL),
+            prs=False,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -836,35 +1143,57 @@ def test_exit_codes(cli_sim: Simulator, tmp_path: Path) -> None:
     token, nothing written; 0 for a clean backfill."""
     env = cli_env(cli_sim)
     before = cli_sim.requests()["total"]
-    for command, named in ((("--days", "0"), "`days` has invalid value `0`"),
-                           (("--days", "-2"), "`days` has invalid value `-2`"),
-                           (("--since", "2026-05-10", "--until", "2026-05-01"),
-                            "`since` has invalid value `2026-05-10`"),
-                           (("--since", "2026-05-01", "--window-days", "0"),
-                            "`window_days` has invalid value `0`")):
+    for command, named in (
+        (("--days", "0"), "`days` has invalid value `0`"),
+        (("--days", "-2"), "`days` has invalid value `-2`"),
+        (
+            ("--since", "2026-05-10", "--until", "2026-05-01"),
+            "`since` has invalid value `2026-05-10`",
+        ),
+        (("--since", "2026-05-01", "--window-days", "0"), "`window_days` has invalid value `0`"),
+    ):
         done = run_cli(tmp_path / "bad", env, "backfill", *command)
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert done.stderr.startswith("repo-analytics: config error:") and named in done.stderr
     assert cli_sim.requests()["total"] == before, "a config error sends no request"
 
-    expired = run_cli(tmp_path / "expired", {**env, "SOURCES__REPO_ANALYTICS__TOKEN":
-                                             "sim-expired-token"},
-                      "backfill", "--since", "2026-05-01", "--until", "2026-05-11")
+    expired = run_cli(
+        tmp_path / "expired",
+        {**env, "SOURCES__REPO_ANALYTICS__TOKEN": "sim-expired-token"},
+        "backfill",
+        "--since",
+        "2026-05-01",
+        "--until",
+        "2026-05-11",
+    )
     assert expired.returncode == 1, expired.stdout + expired.stderr
     assert len(expired.stderr.strip().splitlines()) == 1, expired.stderr
     assert expired.stderr.startswith("repo-analytics: failed: the access token was refused")
     assert data_tables(tmp_path / "expired" / "data.duckdb") == []
 
-    clean = run_cli(tmp_path / "clean", env, "backfill", "--since", "2026-05-01", "--until",
-                    "2026-05-11", "--window-days", "5", "--levels", "repository",
-                    "--resources", "commits")
+    clean = run_cli(
+        tmp_path / "clean",
+        env,
+        "backfill",
+        "--since",
+        "2026-05-01",
+        "--until",
+        "2026-05-11",
+        "--window-days",
+        "5",
+        "--levels",
+        "repository",
+        "--resources",
+        "commits",
+    )
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert sorted(window_lines(clean.stdout)) == [1, 2]
 
 
-def test_skipped_scope_exits_3_and_its_window_is_not_finished(make_sim: Any,
-                                                               tmp_path: Path) -> None:
+def test_skipped_scope_exits_3_and_its_window_is_not_finished(
+    make_sim: Any, tmp_path: Path
+) -> None:
     """A forbidden repository is skipped: exit 3, the skip listed. Its windows are not
     finished: once the repository is readable again, a rerun reads them and loads its commits
     (a finished window would otherwise hide the lost data for good)."""
@@ -874,22 +1203,40 @@ def test_skipped_scope_exits_3_and_its_window_is_not_finished(make_sim: Any,
     sim.set_conditions(forbidden=[slug])
     env = cli_env(sim)
     # listed: a repository the token may not read is left out of the workspace lists
-    command = ("backfill", "--since", "2026-05-01", "--until", "2026-05-21", "--window-days",
-               "10", "--levels", "repository", "--resources", "commits", "--repositories",
-               ",".join(slugs))
+    command = (
+        "backfill",
+        "--since",
+        "2026-05-01",
+        "--until",
+        "2026-05-21",
+        "--window-days",
+        "10",
+        "--levels",
+        "repository",
+        "--resources",
+        "commits",
+        "--repositories",
+        ",".join(slugs),
+    )
     partial = run_cli(tmp_path, env, *command)
     assert partial.returncode == 3, partial.stdout + partial.stderr
     assert partial.stdout.count(f"  skipped commits.repository:{slug}: forbidden") == 2
     # the verdict names what it could not check (README: Self-reconciliation)
-    verdict = next(line for line in partial.stdout.splitlines()
-                   if line.startswith("reconciliation with the API's statistics:"))
+    verdict = next(
+        line
+        for line in partial.stdout.splitlines()
+        if line.startswith("reconciliation with the API's statistics:")
+    )
     assert verdict.endswith("; 1 skipped scopes not checked)"), verdict
-    assert (f"  not checked, skipped by the run: commits.repository:{slug} (forbidden)"
-            in partial.stdout.splitlines())
+    assert (
+        f"  not checked, skipped by the run: commits.repository:{slug} (forbidden)"
+        in partial.stdout.splitlines()
+    )
     report = json.loads((tmp_path / "data.report.json").read_text())
     assert report["reconciliation"]["unchecked"] == [f"commits.repository:{slug} (forbidden)"]
-    assert not rows_of(tmp_path / "data.duckdb", "cloud_commits", ("hash",),
-                       f"WHERE repository_slug = '{slug}'")
+    assert not rows_of(
+        tmp_path / "data.duckdb", "cloud_commits", ("hash",), f"WHERE repository_slug = '{slug}'"
+    )
 
     sim.set_conditions(forbidden=[])
     before = sim.requests()["total"]
@@ -898,10 +1245,18 @@ def test_skipped_scope_exits_3_and_its_window_is_not_finished(make_sim: Any,
     lines = window_lines(rerun.stdout)
     assert sorted(lines) == [1, 2] and all("skipped" not in v[2] for v in lines.values())
     assert {dated(e)[1] for e in log_since(sim, before) if f"/repos/{slug}/" in e["path"]} == {
-        datetime(2026, 5, 11, tzinfo=UTC), datetime(2026, 5, 21, tzinfo=UTC)}
+        datetime(2026, 5, 11, tzinfo=UTC),
+        datetime(2026, 5, 21, tzinfo=UTC),
+    }
     start, end = datetime(2026, 5, 1, tzinfo=UTC), datetime(2026, 5, 21, tzinfo=UTC)
-    assert_tables_equal_truth(tmp_path / "data.duckdb", sim, "cloud", required=(start, end),
-                              allowed=(start - SLACK, end), prs=False)
+    assert_tables_equal_truth(
+        tmp_path / "data.duckdb",
+        sim,
+        "cloud",
+        required=(start, end),
+        allowed=(start - SLACK, end),
+        prs=False,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -912,8 +1267,15 @@ def test_demo(edition: str, tmp_path: Path) -> None:
     """`repo-analytics demo --size tiny` in an empty folder: exit 0, reconciliation PASSED, a
     report with backfill, nightly and reconciliation, and a `commits` view with rows."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    done = subprocess.run([str(CLI), "demo", "--edition", edition, "--size", "tiny"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [str(CLI), "demo", "--edition", edition, "--size", "tiny"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reconciliation with the API's statistics: PASSED" in done.stdout
     report = json.loads((tmp_path / "demo.report.json").read_text())
@@ -924,5 +1286,6 @@ def test_demo(edition: str, tmp_path: Path) -> None:
         assert report["reconciliation"]["differences"] == []
     with duckdb.connect(str(tmp_path / "demo.duckdb"), read_only=True) as con:
         commits, editions = con.execute(
-            f"SELECT count(*), list(DISTINCT edition) FROM {DATASET}.commits").fetchone()
+            f"SELECT count(*), list(DISTINCT edition) FROM {DATASET}.commits"
+        ).fetchone()
     assert commits > 500 and editions == [edition]

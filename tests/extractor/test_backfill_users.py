@@ -57,8 +57,7 @@ class Backfilled:
 def seen_users(truth: Truth, low: datetime, high: datetime) -> set[str]:
     """Users the global lists show in [low, high): `user` objects of commits (primary e-mail)
     and pull-request authors (README: self-hosted scopes)."""
-    commits = {c["user"]["name"] for c in truth.commits
-               if "user" in c and low <= at(c) < high}
+    commits = {c["user"]["name"] for c in truth.commits if "user" in c and low <= at(c) < high}
     return commits | {str(user_of(p)) for p in truth.prs if low <= at(p) < high}
 
 
@@ -70,13 +69,18 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         result, log = backfill(loader, SINCE.date().isoformat(), None, WINDOW_DAYS)
         truth = Truth.read(sim)
         users = frozenset(seen_users(truth, SINCE - DISCOVERY_SLACK, truth.clock))
-        yield Backfilled(loader, truth, Window(SINCE, truth.clock), users,
-                         [(w.start, w.end) for w in result.windows], log,
-                         sim.info()["api_prefix"])
+        yield Backfilled(
+            loader,
+            truth,
+            Window(SINCE, truth.clock),
+            users,
+            [(w.start, w.end) for w in result.windows],
+            log,
+            sim.info()["api_prefix"],
+        )
 
 
-def test_the_host_has_a_user_seen_only_through_aliases_in_a_window(
-        backfilled: Backfilled) -> None:
+def test_the_host_has_a_user_seen_only_through_aliases_in_a_window(backfilled: Backfilled) -> None:
     """The case this module is about exists: in the last window some user's only activity is
     alias commits, and that user has a `user` object or pull request earlier in the range."""
     truth, last = backfilled.truth, datetime(2026, 11, 10, tzinfo=UTC)
@@ -100,8 +104,9 @@ def test_user_commit_statistics_equal_truth(backfilled: Backfilled) -> None:
     the one holding the range's start (a backfill loads complete periods only), with the
     truth's count and lines of that user's commits (alias ones included)."""
     b = backfilled
-    got = by_key(select(b.loader, "server_commit_statistics", COMMIT_STAT_COLUMNS,
-                        "WHERE level = 'user'"), 3)
+    got = by_key(
+        select(b.loader, "server_commit_statistics", COMMIT_STAT_COLUMNS, "WHERE level = 'user'"), 3
+    )
     expected = {}
     for user in b.users:
         mine = [c for c in b.truth.commits if user_of(c) == user]
@@ -110,11 +115,20 @@ def test_user_commit_statistics_equal_truth(backfilled: Backfilled) -> None:
                 continue
             lines = [c["linesOfCode"] for c in mine if low <= at(c) < high]
             expected[("user", user, low)] = (
-                "user", user, low, GRAIN, high, "include", len(lines),
-                sum(x["added"] for x in lines), sum(x["deleted"] for x in lines))
+                "user",
+                user,
+                low,
+                GRAIN,
+                high,
+                "include",
+                len(lines),
+                sum(x["added"] for x in lines),
+                sum(x["deleted"] for x in lines),
+            )
     assert set(got) == set(expected), (
         f"missing {sorted(set(expected) - set(got))[:3]}, "
-        f"extra {sorted(set(got) - set(expected))[:3]}")
+        f"extra {sorted(set(got) - set(expected))[:3]}"
+    )
     wrong = [(got[k], expected[k]) for k in expected if got[k] != expected[k]]
     assert not wrong, f"{len(wrong)} rows differ from truth, e.g. {wrong[:2]}"
     per_user = Counter(k[1] for k, row in expected.items() if row[6])

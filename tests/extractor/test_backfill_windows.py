@@ -64,10 +64,18 @@ def slow_sim() -> Iterator[Simulator]:
 
 
 def backfill(loader: Loader, progress: Progress | None = None, **overrides: Any) -> Any:
-    args = source_args(loader, **{"levels": ["repository"],
-                                  "resources": ["commits", "pull_requests"], **overrides})
-    return run_backfill(loader.pipeline(), SINCE.date().isoformat(), None, WINDOW_DAYS,
-                        progress=progress, now=CLOCK, **args)
+    args = source_args(
+        loader, **{"levels": ["repository"], "resources": ["commits", "pull_requests"], **overrides}
+    )
+    return run_backfill(
+        loader.pipeline(),
+        SINCE.date().isoformat(),
+        None,
+        WINDOW_DAYS,
+        progress=progress,
+        now=CLOCK,
+        **args,
+    )
 
 
 class FaultAfterWindows(Progress):
@@ -81,8 +89,9 @@ class FaultAfterWindows(Progress):
             self.sim.set_faults(self.faults)
 
 
-def test_windows_load_one_after_another_on_the_pipeline(slow_sim: Simulator,
-                                                        tmp_path: Path) -> None:
+def test_windows_load_one_after_another_on_the_pipeline(
+    slow_sim: Simulator, tmp_path: Path
+) -> None:
     """Five windows with concurrency 2: the host sees each window's requests after the last
     one of the window before (one window at a time), 2 open at once and never more (the
     scopes of a window read together), one dlt load per window, all by the one pipeline --
@@ -105,16 +114,19 @@ def test_windows_load_one_after_another_on_the_pipeline(slow_sim: Simulator,
         assert max(serials[earlier]) < min(serials[later]), (earlier, later)
     assert [p.name for p in (tmp_path / "pipelines").iterdir()] == ["repo_analytics"]
     with duckdb.connect(str(loader.db_file), read_only=True) as db:
-        names = db.execute("SELECT DISTINCT pipeline_name FROM repo_analytics."
-                           "_dlt_pipeline_state").fetchall()
-        loads = db.execute("SELECT load_id FROM repo_analytics._dlt_loads WHERE status = 0"
-                           " ORDER BY load_id").fetchall()
+        names = db.execute(
+            "SELECT DISTINCT pipeline_name FROM repo_analytics._dlt_pipeline_state"
+        ).fetchall()
+        loads = db.execute(
+            "SELECT load_id FROM repo_analytics._dlt_loads WHERE status = 0 ORDER BY load_id"
+        ).fetchall()
     assert names == [("repo_analytics",)]
     # a load per window, then the state-only load that sets the nightly cursors at the end
     assert [load_id for (load_id,) in loads][:-1] == list(result.load_ids)
     assert len(result.load_ids) == len(windows) and len(loads) == len(windows) + 1
-    assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(SINCE, CLOCK),
-                              allowed=(SINCE - SLACK, CLOCK))
+    assert_tables_equal_truth(
+        loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+    )
 
 
 def test_concurrency_does_not_change_what_lands(tmp_path: Path) -> None:
@@ -122,8 +134,10 @@ def test_concurrency_does_not_change_what_lands(tmp_path: Path) -> None:
     (statistics included) is the same after concurrency 1 and concurrency 4."""
     with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
         one, four = Loader(sim, tmp_path / "one"), Loader(sim, tmp_path / "four")
-        overrides = {"resources": ["commits", "pull_requests", "commit_statistics"],
-                     "statistics_period": "week"}
+        overrides = {
+            "resources": ["commits", "pull_requests", "commit_statistics"],
+            "statistics_period": "week",
+        }
         backfill(one, concurrency=1, **overrides)
         backfill(four, concurrency=4, **overrides)
     first, second = snapshot(one.db_file), snapshot(four.db_file)
@@ -136,9 +150,12 @@ def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path
     requested, and a rerun resumes: the windows before it are not read again, it and the
     rest are, and the tables equal the truth."""
     sim, windows = slow_sim, planned_windows()
-    faults = {"rules": [  # the first rule that fires wins
-        {"kind": "html", "rate": 1, "count": 1, "match": "commits.list.repository"},
-        {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]}
+    faults = {
+        "rules": [  # the first rule that fires wins
+            {"kind": "html", "rate": 1, "count": 1, "match": "commits.list.repository"},
+            {"kind": "slow", "rate": 1, "slow_seconds": LATENCY},
+        ]
+    }
     loader = Loader(sim, tmp_path)
     before = sim.requests()["total"]
     with pytest.raises(Exception) as caught:
@@ -161,5 +178,6 @@ def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path
     assert resumed == {0, 1}
     reread = {window_of(e, windows) for e in log_since(sim, again)} - {None}
     assert reread == set(range(2, len(windows)))
-    assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(SINCE, CLOCK),
-                              allowed=(SINCE - SLACK, CLOCK))
+    assert_tables_equal_truth(
+        loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+    )

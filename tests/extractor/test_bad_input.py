@@ -23,8 +23,15 @@ from tests.extractor.test_backfill import cli_env, log_since
 
 CLI = Path(sys.executable).parent / "repo-analytics"
 RETRY_ENV = "SOURCES__REPO_ANALYTICS__RETRY__"
-RETRY_KEYS = ("connect_timeout", "read_timeout", "max_attempts", "backoff_base",
-              "max_wait_seconds", "total_wait_seconds", "skip_retry_attempts")
+RETRY_KEYS = (
+    "connect_timeout",
+    "read_timeout",
+    "max_attempts",
+    "backoff_base",
+    "max_wait_seconds",
+    "total_wait_seconds",
+    "skip_retry_attempts",
+)
 LOAD = ("load", "--start-date", "2026-05-25", "--no-reconcile")
 
 
@@ -34,15 +41,33 @@ def cloud() -> Iterator[Simulator]:
         yield sim
 
 
-def run_load(folder: Path, env: Mapping[str, str], *options: str,
-             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_load(
+    folder: Path, env: Mapping[str, str], *options: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """`repo-analytics [options] load` in `folder`; later options override the defaults."""
     folder.mkdir(parents=True, exist_ok=True)
-    command = [str(CLI), "--duckdb", str(folder / "data.duckdb"), "--pipelines-dir",
-               str(folder / "pipelines"), "--schemas-dir", str(folder / "schemas"),
-               "--progress", "off", *options, *LOAD]
-    return subprocess.run(command, env=dict(env), cwd=folder, text=True, capture_output=True,
-                          timeout=timeout, check=False)
+    command = [
+        str(CLI),
+        "--duckdb",
+        str(folder / "data.duckdb"),
+        "--pipelines-dir",
+        str(folder / "pipelines"),
+        "--schemas-dir",
+        str(folder / "schemas"),
+        "--progress",
+        "off",
+        *options,
+        *LOAD,
+    ]
+    return subprocess.run(
+        command,
+        env=dict(env),
+        cwd=folder,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def listing(folder: Path) -> set[str]:
@@ -65,55 +90,170 @@ def make_file(folder: Path) -> None:
 
 # (id, extra environment, global options, prepare the run's folder, the bad value as shown,
 #  words the line must hold: the key and the valid values)
-BAD_INPUT: list[tuple[str, dict[str, str], tuple[str, ...], Callable[[Path], None] | None,
-                      str, tuple[str, ...]]] = [
-    ("retry-env-attempts-0", {RETRY_ENV + "MAX_ATTEMPTS": "0"}, (), None,
-     "0", ("`retry.max_attempts`", "whole number from 1")),
-    ("retry-env-attempts-abc", {RETRY_ENV + "MAX_ATTEMPTS": "abc"}, (), None,
-     "abc", ("`retry.max_attempts`", "whole number from 1")),
-    ("retry-env-attempts-fraction", {RETRY_ENV + "MAX_ATTEMPTS": "2.5"}, (), None,
-     "2.5", ("`retry.max_attempts`", "whole number from 1")),
-    ("retry-env-skip-attempts-0", {RETRY_ENV + "SKIP_RETRY_ATTEMPTS": "0"}, (), None,
-     "0", ("`retry.skip_retry_attempts`", "whole number from 1")),
-    ("retry-env-backoff-negative", {RETRY_ENV + "BACKOFF_BASE": "-5"}, (), None,
-     "-5", ("`retry.backoff_base`", "number from 0")),
-    ("retry-env-total-wait-nan", {RETRY_ENV + "TOTAL_WAIT_SECONDS": "nan"}, (), None,
-     "nan", ("`retry.total_wait_seconds`", "number from 0")),
-    ("retry-env-connect-timeout-0", {RETRY_ENV + "CONNECT_TIMEOUT": "0"}, (), None,
-     "0", ("`retry.connect_timeout`", "above 0")),
-    ("retry-env-read-timeout-text", {RETRY_ENV + "READ_TIMEOUT": "slow"}, (), None,
-     "slow", ("`retry.read_timeout`", "above 0")),
-    ("retry-env-unknown-key", {RETRY_ENV + "MAX_ATTEMPS": "3"}, (), None,
-     "max_attemps", ("`retry`", *RETRY_KEYS)),
-    ("retry-toml-attempts-0", {}, (),
-     lambda folder: write_config(folder, "[sources.repo_analytics.retry]\nmax_attempts = 0\n"),
-     "0", ("`retry.max_attempts`", "whole number from 1")),
-    ("retry-toml-timeout-0", {}, (),
-     lambda folder: write_config(folder, "[sources.repo_analytics.retry]\nread_timeout = 0\n"),
-     "0", ("`retry.read_timeout`", "above 0")),
-    ("retry-toml-unknown-key", {}, (),
-     lambda folder: write_config(folder, "[sources.repo_analytics.retry]\ntimeout = 5\n"),
-     "timeout", ("`retry`", *RETRY_KEYS)),
-    ("dataset-odd-characters", {}, ("--dataset", "a b;\"x'y"), None,
-     "a b;\"x'y", ("`dataset`", "letters", "digits", "underscore")),
-    ("dataset-upper-case", {}, ("--dataset", "RepoData"), None,
-     "RepoData", ("`dataset`", "lower-case")),
-    ("dataset-leading-digit", {}, ("--dataset", "1data"), None,
-     "1data", ("`dataset`", "not starting with a digit")),
-    ("duckdb-is-a-folder", {}, ("--duckdb", "a_folder.duckdb"), make_folder,
-     "a_folder.duckdb", ("`duckdb`", "a file", "writable folder")),
-    ("duckdb-under-a-file", {}, ("--duckdb", "a_file/data.duckdb"), make_file,
-     "a_file/data.duckdb", ("`duckdb`", "a file", "writable folder")),
-    ("destination-unknown", {}, ("--destination", "nosuch"), None,
-     "nosuch", ("`destination`", "duckdb", "parquet", "postgres", "bigquery")),
+BAD_INPUT: list[
+    tuple[str, dict[str, str], tuple[str, ...], Callable[[Path], None] | None, str, tuple[str, ...]]
+] = [
+    (
+        "retry-env-attempts-0",
+        {RETRY_ENV + "MAX_ATTEMPTS": "0"},
+        (),
+        None,
+        "0",
+        ("`retry.max_attempts`", "whole number from 1"),
+    ),
+    (
+        "retry-env-attempts-abc",
+        {RETRY_ENV + "MAX_ATTEMPTS": "abc"},
+        (),
+        None,
+        "abc",
+        ("`retry.max_attempts`", "whole number from 1"),
+    ),
+    (
+        "retry-env-attempts-fraction",
+        {RETRY_ENV + "MAX_ATTEMPTS": "2.5"},
+        (),
+        None,
+        "2.5",
+        ("`retry.max_attempts`", "whole number from 1"),
+    ),
+    (
+        "retry-env-skip-attempts-0",
+        {RETRY_ENV + "SKIP_RETRY_ATTEMPTS": "0"},
+        (),
+        None,
+        "0",
+        ("`retry.skip_retry_attempts`", "whole number from 1"),
+    ),
+    (
+        "retry-env-backoff-negative",
+        {RETRY_ENV + "BACKOFF_BASE": "-5"},
+        (),
+        None,
+        "-5",
+        ("`retry.backoff_base`", "number from 0"),
+    ),
+    (
+        "retry-env-total-wait-nan",
+        {RETRY_ENV + "TOTAL_WAIT_SECONDS": "nan"},
+        (),
+        None,
+        "nan",
+        ("`retry.total_wait_seconds`", "number from 0"),
+    ),
+    (
+        "retry-env-connect-timeout-0",
+        {RETRY_ENV + "CONNECT_TIMEOUT": "0"},
+        (),
+        None,
+        "0",
+        ("`retry.connect_timeout`", "above 0"),
+    ),
+    (
+        "retry-env-read-timeout-text",
+        {RETRY_ENV + "READ_TIMEOUT": "slow"},
+        (),
+        None,
+        "slow",
+        ("`retry.read_timeout`", "above 0"),
+    ),
+    (
+        "retry-env-unknown-key",
+        {RETRY_ENV + "MAX_ATTEMPS": "3"},
+        (),
+        None,
+        "max_attemps",
+        ("`retry`", *RETRY_KEYS),
+    ),
+    (
+        "retry-toml-attempts-0",
+        {},
+        (),
+        lambda folder: write_config(folder, "[sources.repo_analytics.retry]\nmax_attempts = 0\n"),
+        "0",
+        ("`retry.max_attempts`", "whole number from 1"),
+    ),
+    (
+        "retry-toml-timeout-0",
+        {},
+        (),
+        lambda folder: write_config(folder, "[sources.repo_analytics.retry]\nread_timeout = 0\n"),
+        "0",
+        ("`retry.read_timeout`", "above 0"),
+    ),
+    (
+        "retry-toml-unknown-key",
+        {},
+        (),
+        lambda folder: write_config(folder, "[sources.repo_analytics.retry]\ntimeout = 5\n"),
+        "timeout",
+        ("`retry`", *RETRY_KEYS),
+    ),
+    (
+        "dataset-odd-characters",
+        {},
+        ("--dataset", "a b;\"x'y"),
+        None,
+        "a b;\"x'y",
+        ("`dataset`", "letters", "digits", "underscore"),
+    ),
+    (
+        "dataset-upper-case",
+        {},
+        ("--dataset", "RepoData"),
+        None,
+        "RepoData",
+        ("`dataset`", "lower-case"),
+    ),
+    (
+        "dataset-leading-digit",
+        {},
+        ("--dataset", "1data"),
+        None,
+        "1data",
+        ("`dataset`", "not starting with a digit"),
+    ),
+    (
+        "duckdb-is-a-folder",
+        {},
+        ("--duckdb", "a_folder.duckdb"),
+        make_folder,
+        "a_folder.duckdb",
+        ("`duckdb`", "a file", "writable folder"),
+    ),
+    (
+        "duckdb-under-a-file",
+        {},
+        ("--duckdb", "a_file/data.duckdb"),
+        make_file,
+        "a_file/data.duckdb",
+        ("`duckdb`", "a file", "writable folder"),
+    ),
+    (
+        "destination-unknown",
+        {},
+        ("--destination", "nosuch"),
+        None,
+        "nosuch",
+        ("`destination`", "duckdb", "parquet", "postgres", "bigquery"),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("env", "options", "prepare", "shown", "words"),
-                         [row[1:] for row in BAD_INPUT], ids=[row[0] for row in BAD_INPUT])
+@pytest.mark.parametrize(
+    ("env", "options", "prepare", "shown", "words"),
+    [row[1:] for row in BAD_INPUT],
+    ids=[row[0] for row in BAD_INPUT],
+)
 def test_bad_input_stops_before_the_first_request(
-        cloud: Simulator, tmp_path: Path, env: dict[str, str], options: tuple[str, ...],
-        prepare: Callable[[Path], None] | None, shown: str, words: tuple[str, ...]) -> None:
+    cloud: Simulator,
+    tmp_path: Path,
+    env: dict[str, str],
+    options: tuple[str, ...],
+    prepare: Callable[[Path], None] | None,
+    shown: str,
+    words: tuple[str, ...],
+) -> None:
     folder = tmp_path / "run"
     if prepare is not None:
         prepare(folder)
@@ -150,12 +290,14 @@ def test_nested_retry_env_is_used(make_sim: Callable[..., Simulator], tmp_path: 
     assert "after 2 attempts" in done.stderr
 
 
-def test_nested_retry_key_overrides_the_config_table(make_sim: Callable[..., Simulator],
-                                                     tmp_path: Path) -> None:
+def test_nested_retry_key_overrides_the_config_table(
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """An environment variable beats `.dlt/config.toml`, key by key, as everywhere in dlt."""
     sim = make_sim(edition="cloud", faults="503=1")
-    write_config(tmp_path, "[sources.repo_analytics.retry]\nmax_attempts = 5\n"
-                           "backoff_base = 0.01\n")
+    write_config(
+        tmp_path, "[sources.repo_analytics.retry]\nmax_attempts = 5\nbackoff_base = 0.01\n"
+    )
     env = cli_env(sim, **{RETRY_ENV + "MAX_ATTEMPTS": "3"})
 
     done = run_load(tmp_path, env)
@@ -175,8 +317,11 @@ def test_unreachable_host_says_it_once(cloud: Simulator, tmp_path: Path) -> None
     """Connection refused on every attempt: the retries happen, quietly, and the one line on
     stderr names the host and what to do (exit 4: rerun later)."""
     port = free_port()
-    env = cli_env(cloud, SOURCES__REPO_ANALYTICS__BASE_URL=f"http://127.0.0.1:{port}",
-                  SOURCES__REPO_ANALYTICS__RETRY='{"backoff_base": 0.01, "max_attempts": 4}')
+    env = cli_env(
+        cloud,
+        SOURCES__REPO_ANALYTICS__BASE_URL=f"http://127.0.0.1:{port}",
+        SOURCES__REPO_ANALYTICS__RETRY='{"backoff_base": 0.01, "max_attempts": 4}',
+    )
 
     done = run_load(tmp_path, env)
 

@@ -41,8 +41,10 @@ from tests.extractor.test_backfill import (
 )
 
 VERDICT = "reconciliation with the API's statistics: "
-MISMATCH_LINE = re.compile(r"^  mismatch (\S+(?: \S+)*) (\d{4}-\d\d-\d\d\.\.\d{4}-\d\d-\d\d) "
-                           r"(\w+): API (-?\d+), landed (-?\d+)$")
+MISMATCH_LINE = re.compile(
+    r"^  mismatch (\S+(?: \S+)*) (\d{4}-\d\d-\d\d\.\.\d{4}-\d\d-\d\d) "
+    r"(\w+): API (-?\d+), landed (-?\d+)$"
+)
 # the server load: read from 2026-05-20, reconciled over the 3-day look-back before the end
 LOAD_DATES = ("--start-date", "2026-05-20", "--end-date", "2026-05-30T00:00:00+00:00")
 LOOKBACK = (datetime(2026, 5, 27, tzinfo=UTC), datetime(2026, 5, 30, tzinfo=UTC))
@@ -109,8 +111,13 @@ def run(sim: Simulator, folder: Path, *command: str, **extra_env: str) -> Run:
     if report.exists():
         report.unlink()
     done = run_cli(folder, cli_env(sim, **extra_env), *command)
-    return Run(done.returncode, done.stdout, done.stderr,
-               report_of(folder) if report.exists() else None, log_since(sim, before))
+    return Run(
+        done.returncode,
+        done.stdout,
+        done.stderr,
+        report_of(folder) if report.exists() else None,
+        log_since(sim, before),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -142,31 +149,50 @@ def server_loads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoa
     folder = tmp_path_factory.mktemp("server_load")
     scope = ("--levels", "repository")
     with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
-        clean = run(sim, folder, "load", *LOAD_DATES, *scope,
-                    "--resources", "commits,pull_requests")
+        clean = run(
+            sim, folder, "load", *LOAD_DATES, *scope, "--resources", "commits,pull_requests"
+        )
         db_file = folder / "data.duckdb"
-        repositories = [tuple(r) for r in query(
-            db_file, "SELECT DISTINCT project_key, repository_slug FROM server_commits "
-            "ORDER BY ALL")]
+        repositories = [
+            tuple(r)
+            for r in query(
+                db_file,
+                "SELECT DISTINCT project_key, repository_slug FROM server_commits ORDER BY ALL",
+            )
+        ]
         # a copy of a look-back commit that added lines, under an id the host never had
         candidates = query(
-            db_file, "SELECT project_key, repository_slug, id, lines_added FROM server_commits "
+            db_file,
+            "SELECT project_key, repository_slug, id, lines_added FROM server_commits "
             "WHERE author_timestamp >= ? AND author_timestamp < ? AND lines_added > 0 "
-            "ORDER BY ALL", list(LOOKBACK))
+            "ORDER BY ALL",
+            list(LOOKBACK),
+        )
         assert candidates, "no commit of the look-back to copy"
         key, slug, original, added = candidates[len(candidates) // 2]
         stale = (key, slug, "f" * 40, added)
         assert stale[2] not in {c["id"] for c in sim.truth("commits")}
         with duckdb.connect(str(db_file)) as con:
-            con.execute(f'CREATE TEMP TABLE copy AS SELECT * FROM "{DATASET}".server_commits '
-                        "WHERE project_key = ? AND repository_slug = ? AND id = ?",
-                        [key, slug, original])
+            con.execute(
+                f'CREATE TEMP TABLE copy AS SELECT * FROM "{DATASET}".server_commits '
+                "WHERE project_key = ? AND repository_slug = ? AND id = ?",
+                [key, slug, original],
+            )
             con.execute("UPDATE copy SET id = ?", [stale[2]])
             con.execute(f'INSERT INTO "{DATASET}".server_commits SELECT * FROM copy')
-        failed = run(sim, folder, "load", *LOAD_DATES, *scope,
-                     "--resources", "commits,pull_requests")
-        skipped = run(sim, folder, "load", "--no-reconcile", *LOAD_DATES, *scope,
-                      "--resources", "commits,pull_requests")
+        failed = run(
+            sim, folder, "load", *LOAD_DATES, *scope, "--resources", "commits,pull_requests"
+        )
+        skipped = run(
+            sim,
+            folder,
+            "load",
+            "--no-reconcile",
+            *LOAD_DATES,
+            *scope,
+            "--resources",
+            "commits,pull_requests",
+        )
         yield ServerLoads(sim, folder, clean, repositories, stale, failed, skipped)
 
 
@@ -183,14 +209,20 @@ def test_load_reconciles_its_lookback_and_passes(server_loads: ServerLoads) -> N
     assert not mismatch_lines(clean.stdout)
     assert clean.report is not None
     assert clean.report["reconciliation"] == {
-        "checked": checked, "ok": True, "differences": [], "notes": [], "unchecked": [],
-        "statistics_rows": {"written_by_run": 0, "rechecked": 0}}  # it read no statistics
+        "checked": checked,
+        "ok": True,
+        "differences": [],
+        "notes": [],
+        "unchecked": [],
+        "statistics_rows": {"written_by_run": 0, "rechecked": 0},
+    }  # it read no statistics
     # the load read from its start date; it reconciled the look-back only, each repository
     lists = {dated(e) for e in clean.log if ".list.repository" in e["endpoint"]}
     assert lists == {(day("2026-05-20"), LOOKBACK[1])}
     assert statistics_requests(clean.log) == {
         ("commits.statistics.repository", LOOKBACK): len(s.repositories),
-        ("pull-requests.statistics.repository", LOOKBACK): len(s.repositories)}
+        ("pull-requests.statistics.repository", LOOKBACK): len(s.repositories),
+    }
 
 
 def test_a_stale_commit_fails_reconciliation_with_exit_5(server_loads: ServerLoads) -> None:
@@ -203,24 +235,33 @@ def test_a_stale_commit_fails_reconciliation_with_exit_5(server_loads: ServerLoa
     assert failed.returncode == 5, failed.stdout + failed.stderr
     key, slug, _, added = s.stale
     repo = f"{key}/{slug}"
-    in_repo = [c for c in s.sim.truth("commits")
-               if (c["repository"]["project"]["key"], c["repository"]["slug"]) == (key, slug)
-               and LOOKBACK[0] <= from_z(c["authorTimestamp"]) < LOOKBACK[1]]
+    in_repo = [
+        c
+        for c in s.sim.truth("commits")
+        if (c["repository"]["project"]["key"], c["repository"]["slug"]) == (key, slug)
+        and LOOKBACK[0] <= from_z(c["authorTimestamp"]) < LOOKBACK[1]
+    ]
     truth_commits = len(in_repo)
     truth_added = sum(c["linesOfCode"]["added"] for c in in_repo)
     assert truth_commits >= 1 and added > 0
-    expected = {(repo, LOOKBACK_LABEL, "commits", truth_commits, truth_commits + 1),
-                (repo, LOOKBACK_LABEL, "lines_added", truth_added, truth_added + added)}
+    expected = {
+        (repo, LOOKBACK_LABEL, "commits", truth_commits, truth_commits + 1),
+        (repo, LOOKBACK_LABEL, "lines_added", truth_added, truth_added + added),
+    }
     checked = len(s.repositories) * (2 + len(SERVER_PR_STATES))
     assert verdict_lines(failed.stdout) == [f"{VERDICT}FAILED ({checked} checks, 2 mismatches)"]
     assert mismatch_lines(failed.stdout) == expected
-    assert f"  mismatch {repo} {LOOKBACK_LABEL} commits: API {truth_commits}, landed " \
-           f"{truth_commits + 1}" in failed.stdout.splitlines()
+    assert (
+        f"  mismatch {repo} {LOOKBACK_LABEL} commits: API {truth_commits}, landed "
+        f"{truth_commits + 1}" in failed.stdout.splitlines()
+    )
     assert failed.report is not None
     reconciliation = failed.report["reconciliation"]
     assert reconciliation["ok"] is False and reconciliation["checked"] == checked
-    assert {(d["repository"], d["window"], d["measure"], d["api"], d["landed"], d["verdict"])
-            for d in reconciliation["differences"]} == {(*e, "mismatch") for e in expected}
+    assert {
+        (d["repository"], d["window"], d["measure"], d["api"], d["landed"], d["verdict"])
+        for d in reconciliation["differences"]
+    } == {(*e, "mismatch") for e in expected}
     assert len(reconciliation["differences"]) == 2
     # commits were read again: re-reading does not remove a row the host no longer has
     assert [e for e in failed.log if e["endpoint"].startswith("commits.list")]
@@ -240,27 +281,39 @@ def test_no_reconcile_skips_the_check(server_loads: ServerLoads) -> None:
     assert statistics_requests(s.failed.log), "the reconciled run asked for statistics"
     assert not statistics_requests(skipped.log)
     assert skipped.log, "the load itself ran"
-    assert rows_of(s.folder / "data.duckdb", "server_commits", ("id",),
-                   f"WHERE id = '{s.stale[2]}'")
+    assert rows_of(
+        s.folder / "data.duckdb", "server_commits", ("id",), f"WHERE id = '{s.stale[2]}'"
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # A. reconciliation after a cloud `backfill`, per window; B. --progress auto (the default)
 # --------------------------------------------------------------------------------------------
-BACKFILL = ("backfill", "--since", "2026-05-01", "--until", "2026-06-01", "--window-days",
-            "10", "--levels", "repository", "--resources", "commits,pull_requests")
+BACKFILL = (
+    "backfill",
+    "--since",
+    "2026-05-01",
+    "--until",
+    "2026-06-01",
+    "--window-days",
+    "10",
+    "--levels",
+    "repository",
+    "--resources",
+    "commits,pull_requests",
+)
 BACKFILL_WINDOWS = planned("2026-05-01", "2026-06-01", 10)
 
 
 @pytest.fixture(scope="module")
-def cloud_backfill(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory
-                   ) -> tuple[Path, Run]:
+def cloud_backfill(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
     folder = tmp_path_factory.mktemp("cloud_backfill")
     return folder, run(cloud, folder, *BACKFILL)
 
 
-def test_backfill_reconciles_each_window(cloud: Simulator,
-                                         cloud_backfill: tuple[Path, Run]) -> None:
+def test_backfill_reconciles_each_window(
+    cloud: Simulator, cloud_backfill: tuple[Path, Run]
+) -> None:
     """A cloud backfill in four windows: exit 0, PASSED, and every repository with commits is
     reconciled in every window it loaded: checked = repositories x windows x (2 + 4 states);
     no mismatch, pull requests (exact UTC update times) equal everywhere."""
@@ -268,13 +321,18 @@ def test_backfill_reconciles_each_window(cloud: Simulator,
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(BACKFILL_WINDOWS) == 4
     assert sorted(window_lines(done.stdout)) == [1, 2, 3, 4]
-    repositories = [slug for (slug,) in query(
-        folder / "data.duckdb", "SELECT DISTINCT repository_slug FROM cloud_commits")]
+    repositories = [
+        slug
+        for (slug,) in query(
+            folder / "data.duckdb", "SELECT DISTINCT repository_slug FROM cloud_commits"
+        )
+    ]
     assert len(repositories) >= 2
     checked = len(repositories) * len(BACKFILL_WINDOWS) * (2 + len(CLOUD_PR_STATES))
     verdict = verdict_lines(done.stdout)
     assert len(verdict) == 1 and verdict[0].startswith(
-        f"{VERDICT}PASSED ({checked} checks, 0 mismatches"), done.stdout
+        f"{VERDICT}PASSED ({checked} checks, 0 mismatches"
+    ), done.stdout
     assert not mismatch_lines(done.stdout)
     assert done.report is not None
     reconciliation = done.report["reconciliation"]
@@ -286,16 +344,22 @@ def test_backfill_reconciles_each_window(cloud: Simulator,
         assert difference["measure"] in ("commits", "lines_added"), difference
         assert difference["repository"] in repositories and difference["window"] in labels
     assert [w["window"] for w in done.report["backfill"]] == [
-        [s.isoformat(), e.isoformat()] for s, e in BACKFILL_WINDOWS]
+        [s.isoformat(), e.isoformat()] for s, e in BACKFILL_WINDOWS
+    ]
     # the API's statistics of each repository, asked for exactly each window
     assert statistics_requests(done.log) == {
-        (endpoint, window): len(repositories) for window in BACKFILL_WINDOWS
-        for endpoint in ("commits.changes-statistics.repository",
-                         "pull-requests.statistics.repository")}
+        (endpoint, window): len(repositories)
+        for window in BACKFILL_WINDOWS
+        for endpoint in (
+            "commits.changes-statistics.repository",
+            "pull-requests.statistics.repository",
+        )
+    }
 
 
 def test_progress_auto_without_a_terminal_prints_window_lines(
-        cloud_backfill: tuple[Path, Run]) -> None:
+    cloud_backfill: tuple[Path, Run],
+) -> None:
     """`--progress auto` (the default) with captured output: a line per window, in the
     documented form, and no bars on stderr."""
     _, done = cloud_backfill
@@ -316,8 +380,20 @@ def test_progress_auto_without_a_terminal_prints_window_lines(
 # --------------------------------------------------------------------------------------------
 def small(until: str) -> tuple[str, ...]:
     """A small backfill of commits from 2026-05-01 in 5-day windows, not reconciled."""
-    return ("backfill", "--since", "2026-05-01", "--until", until, "--window-days", "5",
-            "--levels", "repository", "--resources", "commits", "--no-reconcile")
+    return (
+        "backfill",
+        "--since",
+        "2026-05-01",
+        "--until",
+        until,
+        "--window-days",
+        "5",
+        "--levels",
+        "repository",
+        "--resources",
+        "commits",
+        "--no-reconcile",
+    )
 
 
 SMALL_RANGE = (day("2026-05-01"), day("2026-05-16"))  # three windows
@@ -336,16 +412,23 @@ def test_progress_on_shows_bars_and_window_lines(cloud: Simulator, tmp_path: Pat
         assert f"{name}:" in done.stderr, name
     assert re.search(r"retries: \d+it \[[^\]\n]*waited \d+\.\d s\]", done.stderr), done.stderr
     assert re.search(r"windows:\s+100%\|[^|\n]*\|\s*3/3", done.stderr), done.stderr[-2000:]
-    per_window = [int(re.match(r"\d+ rows, (\d+) requests", what)[1])
-                  for _, _, what in lines.values()]
+    per_window = [
+        int(re.match(r"\d+ rows, (\d+) requests", what)[1]) for _, _, what in lines.values()
+    ]
     shown = [int(n) for n in re.findall(r"requests: (\d+)it", done.stderr)]
     assert shown and shown[-1] == sum(per_window) == len(done.log) > 0
     rows = [int(n) for n in re.findall(r"rows: (\d+)it", done.stderr)]
     assert rows and rows[-1] == sum(int(what.split()[0]) for _, _, what in lines.values())
     assert VERDICT not in done.stdout
     assert done.report is not None and done.report["reconciliation"] is None
-    assert_tables_equal_truth(tmp_path / "data.duckdb", cloud, "cloud", required=SMALL_RANGE,
-                              allowed=(SMALL_RANGE[0] - SLACK, SMALL_RANGE[1]), prs=False)
+    assert_tables_equal_truth(
+        tmp_path / "data.duckdb",
+        cloud,
+        "cloud",
+        required=SMALL_RANGE,
+        allowed=(SMALL_RANGE[0] - SLACK, SMALL_RANGE[1]),
+        prs=False,
+    )
 
 
 def test_progress_off_prints_no_window_lines(cloud: Simulator, tmp_path: Path) -> None:
@@ -360,10 +443,16 @@ def test_progress_off_prints_no_window_lines(cloud: Simulator, tmp_path: Path) -
         assert bar not in done.stderr, done.stderr
     windows = planned("2026-05-01", "2026-05-11", 5)
     assert {dated(e)[1] for e in done.log if e["endpoint"] == "commits.list.repository"} == {
-        end for _, end in windows}
-    assert_tables_equal_truth(tmp_path / "data.duckdb", cloud, "cloud",
-                              required=(windows[0][0], windows[-1][1]),
-                              allowed=(windows[0][0] - SLACK, windows[-1][1]), prs=False)
+        end for _, end in windows
+    }
+    assert_tables_equal_truth(
+        tmp_path / "data.duckdb",
+        cloud,
+        "cloud",
+        required=(windows[0][0], windows[-1][1]),
+        allowed=(windows[0][0] - SLACK, windows[-1][1]),
+        prs=False,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,18 +462,44 @@ def test_parallel_windows_is_accepted_with_a_note(cloud: Simulator, tmp_path: Pa
     """`--parallel-windows`, from the days of windows on pipelines of their own, still runs
     (a nightly script using it keeps working): one note on stderr saying it is no longer
     used, exit 0, the windows loaded."""
-    done = run(cloud, tmp_path, "backfill", "--since", "2026-05-11", "--until", "2026-05-21",
-               "--parallel-windows", "3", "--levels", "repository", "--resources", "commits",
-               "--no-reconcile")
+    done = run(
+        cloud,
+        tmp_path,
+        "backfill",
+        "--since",
+        "2026-05-11",
+        "--until",
+        "2026-05-21",
+        "--parallel-windows",
+        "3",
+        "--levels",
+        "repository",
+        "--resources",
+        "commits",
+        "--no-reconcile",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
         "note: --parallel-windows is no longer used: the windows load one after another on "
-        "the pipeline, each reading `concurrency` scopes at once"], done.stderr
+        "the pipeline, each reading `concurrency` scopes at once"
+    ], done.stderr
     assert "backfill done: 1 windows, 0 already finished before" in done.stdout
 
 
-PARALLEL = ("backfill", "--since", "2026-05-01", "--until", "2026-05-21", "--window-days", "5",
-            "--levels", "repository", "--resources", "commits", "--no-reconcile")
+PARALLEL = (
+    "backfill",
+    "--since",
+    "2026-05-01",
+    "--until",
+    "2026-05-21",
+    "--window-days",
+    "5",
+    "--levels",
+    "repository",
+    "--resources",
+    "commits",
+    "--no-reconcile",
+)
 PARALLEL_WINDOWS = planned("2026-05-01", "2026-05-21", 5)
 
 
@@ -406,9 +521,14 @@ def parallel_runs(cloud: Simulator, tmp_path_factory: pytest.TempPathFactory) ->
     # the command the summary prints, with the `dlt` of this interpreter
     printed = re.search(r"inspect it: dlt (pipeline .*? info) \|", first.stdout)
     assert printed, first.stdout
-    info = subprocess.run([str(Path(sys.executable).with_name("dlt")),
-                           *shlex.split(printed[1])], cwd=folder, capture_output=True,
-                          text=True, timeout=120, check=False)
+    info = subprocess.run(
+        [str(Path(sys.executable).with_name("dlt")), *shlex.split(printed[1])],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     state = run(cloud, folder, "state")
     again = run(cloud, folder, *PARALLEL)
     reset = run(cloud, folder, "reset", "--resource", "commits", "--windows", "--yes")
@@ -432,8 +552,7 @@ def test_dlt_pipeline_info_describes_the_backfill(parallel_runs: ParallelRuns) -
     assert "has last run trace" in p.info.stdout
 
 
-def test_backfill_loads_on_the_one_pipeline(cloud: Simulator,
-                                            parallel_runs: ParallelRuns) -> None:
+def test_backfill_loads_on_the_one_pipeline(cloud: Simulator, parallel_runs: ParallelRuns) -> None:
     """Four windows: each loaded once, by the pipeline `repo_analytics` (no pipeline of its
     own per window), the tables equal the truth; the rerun finds every window finished and
     requests no list."""
@@ -446,8 +565,12 @@ def test_backfill_loads_on_the_one_pipeline(cloud: Simulator,
     ends = Counter(dated(e)[1] for e in p.first.log if e["endpoint"] == "commits.list.repository")
     assert set(ends) == {end for _, end in PARALLEL_WINDOWS}
     assert len(set(ends.values())) == 1, "every window read every repository"
-    loaded_by = {name for (name,) in query(
-        p.folder / "data.duckdb", "SELECT DISTINCT pipeline_name FROM _dlt_pipeline_state")}
+    loaded_by = {
+        name
+        for (name,) in query(
+            p.folder / "data.duckdb", "SELECT DISTINCT pipeline_name FROM _dlt_pipeline_state"
+        )
+    }
     assert loaded_by == {"repo_analytics"}, loaded_by
     assert p.again.returncode == 0, p.again.stdout + p.again.stderr
     again = window_lines(p.again.stdout)
@@ -455,10 +578,14 @@ def test_backfill_loads_on_the_one_pipeline(cloud: Simulator,
     assert all(what == "finished earlier, skipped" for _, _, what in again.values())
     assert "backfill done: 4 windows, 4 already finished before" in p.again.stdout
     assert not [e for e in p.again.log if ".list." in e["endpoint"]]
-    assert_tables_equal_truth(p.folder / "data.duckdb", cloud, "cloud",
-                              required=(PARALLEL_WINDOWS[0][0], PARALLEL_WINDOWS[-1][1]),
-                              allowed=(PARALLEL_WINDOWS[0][0] - SLACK, PARALLEL_WINDOWS[-1][1]),
-                              prs=False)
+    assert_tables_equal_truth(
+        p.folder / "data.duckdb",
+        cloud,
+        "cloud",
+        required=(PARALLEL_WINDOWS[0][0], PARALLEL_WINDOWS[-1][1]),
+        allowed=(PARALLEL_WINDOWS[0][0] - SLACK, PARALLEL_WINDOWS[-1][1]),
+        prs=False,
+    )
 
 
 def test_state_lists_every_finished_window(parallel_runs: ParallelRuns) -> None:
@@ -470,11 +597,10 @@ def test_state_lists_every_finished_window(parallel_runs: ParallelRuns) -> None:
     keys = [f"{start.isoformat()}/{end.isoformat()}" for start, end in PARALLEL_WINDOWS]
     assert "backfill windows finished: 4" in lines, p.state.stdout
     at = lines.index("backfill windows finished: 4")
-    assert sorted(lines[at + 1:at + 5]) == keys, p.state.stdout
+    assert sorted(lines[at + 1 : at + 5]) == keys, p.state.stdout
 
 
-def test_reset_windows_forgets_them(
-        parallel_runs: ParallelRuns) -> None:
+def test_reset_windows_forgets_them(parallel_runs: ParallelRuns) -> None:
     """`reset --resource commits --windows --yes` after that backfill: exit 0; the same
     backfill then loads every window again (no `finished earlier` line) and reads each
     window's list again."""
@@ -487,6 +613,5 @@ def test_reset_windows_forgets_them(
     assert "finished earlier" not in p.after.stdout
     assert "backfill done: 4 windows, 0 already finished before" in p.after.stdout
     ends = Counter(dated(e)[1] for e in p.after.log if e["endpoint"] == "commits.list.repository")
-    first = Counter(dated(e)[1] for e in p.first.log
-                    if e["endpoint"] == "commits.list.repository")
+    first = Counter(dated(e)[1] for e in p.first.log if e["endpoint"] == "commits.list.repository")
     assert ends == first and set(ends) == {end for _, end in PARALLEL_WINDOWS}

@@ -54,9 +54,11 @@ def table_keys(readme: str) -> list[str]:
 
 def differences(table: list[str], spec: tuple[str, ...]) -> dict[str, list[str]]:
     """Keys only in the README's table, only in the spec, or twice in the table."""
-    return {"not in the spec": sorted(set(table) - set(spec)),
-            "not in the README": sorted(set(spec) - set(table)),
-            "twice in the README": sorted(k for k, n in Counter(table).items() if n > 1)}
+    return {
+        "not in the spec": sorted(set(table) - set(spec)),
+        "not in the README": sorted(set(spec) - set(table)),
+        "twice in the README": sorted(k for k, n in Counter(table).items() if n > 1),
+    }
 
 
 def test_readme_table_is_the_spec() -> None:
@@ -68,8 +70,11 @@ def test_readme_table_is_the_spec() -> None:
 def test_readme_rows_name_variable_and_flag() -> None:
     """Each row's second cell: the key's variable and (but for the credentials) its flag."""
     section = README.read_text(encoding="utf-8").split("\n## Configuration\n", 1)[1]
-    rows = {re.findall(r"`([a-z_.]+)`", line.split("|")[1])[0]: line.split("|")[2].strip()
-            for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("| `")}
+    rows = {
+        re.findall(r"`([a-z_.]+)`", line.split("|")[1])[0]: line.split("|")[2].strip()
+        for line in section.split("\n## ", 1)[0].splitlines()
+        if line.startswith("| `")
+    }
     for key, cell in rows.items():
         expected = f"`{env_name(key)}`"
         if key not in SECRET_KEYS:
@@ -97,8 +102,9 @@ def test_every_key_has_a_flag_with_its_help() -> None:
     """`load --help` names each key's flag with its variable; secrets have no flag."""
     parser = build_parser()
     load = parser._subparsers._group_actions[0].choices["load"]  # type: ignore[union-attr]
-    helps = {option: action.help or "" for action in load._actions
-             for option in action.option_strings}
+    helps = {
+        option: action.help or "" for action in load._actions for option in action.option_strings
+    }
     for key in setting_keys():
         option = option_of(key)
         if key in SECRET_KEYS:
@@ -120,8 +126,9 @@ class Run:
     report: dict[str, Any] | None
 
     def endpoints(self, level: str | None = None) -> list[str]:
-        return [e["endpoint"] for e in self.log
-                if level is None or e["endpoint"].endswith("." + level)]
+        return [
+            e["endpoint"] for e in self.log if level is None or e["endpoint"].endswith("." + level)
+        ]
 
     def at(self, level: str) -> list[dict[str, Any]]:
         return [e for e in self.log if e["endpoint"].endswith("." + level)]
@@ -148,16 +155,19 @@ def ok(run: Run) -> None:
 def all_paths_start(prefix: str) -> Callable[[Run], None]:
     def check(run: Run) -> None:
         ok(run)
-        assert {e["path"][:len(prefix)] for e in run.log} == {prefix}
+        assert {e["path"][: len(prefix)] for e in run.log} == {prefix}
+
     return check
 
 
 def only_at(level: str, part: str) -> Callable[[Run], None]:
     """Every request at `level` is for the one scope whose path holds `part`."""
+
     def check(run: Run) -> None:
         ok(run)
         assert run.at(level)
         assert all(part in e["path"] for e in run.at(level))
+
     return check
 
 
@@ -165,16 +175,19 @@ def levels_read(level: str) -> Callable[[Run], None]:
     def check(run: Run) -> None:
         ok(run)
         assert {e.rsplit(".", 1)[1] for e in run.endpoints()} == {level}
+
     return check
 
 
 def families_read(prefix: str) -> Callable[[Run], None]:
     """The repository-level requests (what was read; discovery reads the top lists) are all
     of one family."""
+
     def check(run: Run) -> None:
         ok(run)
         assert run.endpoints("repository")
         assert all(e.startswith(prefix) for e in run.endpoints("repository"))
+
     return check
 
 
@@ -183,6 +196,7 @@ def param_is(name: str, value: str, level: str = "repository") -> Callable[[Run]
         ok(run)
         assert run.at(level)
         assert {e["params"].get(name) for e in run.at(level)} == {value}
+
     return check
 
 
@@ -197,15 +211,19 @@ def window_starts(days: float) -> Callable[[Run], None]:
         assert run.report is not None
         start = datetime.fromisoformat(run.report["load"]["window"][0])
         assert start == END - timedelta(days=days)
+
     return check
 
 
 def daily_statistics(run: Run) -> None:
     """Every statistics request asks for one day."""
     ok(run)
-    spans = {datetime.fromisoformat(e["params"]["until_date"])
-             - datetime.fromisoformat(e["params"]["since_date"])
-             for e in run.log if "statistics" in e["endpoint"]}
+    spans = {
+        datetime.fromisoformat(e["params"]["until_date"])
+        - datetime.fromisoformat(e["params"]["since_date"])
+        for e in run.log
+        if "statistics" in e["endpoint"]
+    }
     assert spans == {timedelta(days=1)}
 
 
@@ -213,25 +231,30 @@ def open_at_once(count: int) -> Callable[[Run], None]:
     def check(run: Run) -> None:
         ok(run)
         assert run.open_max == count
+
     return check
 
 
 def tries(count: int, code: int = 4, says: str = "") -> Callable[[Run], None]:
     """The run stopped at its first request, asked `count` times."""
+
     def check(run: Run) -> None:
         assert run.code == code, run.err
         assert list(Counter(e["path"] for e in run.log).values()) == [count]
         assert says in run.err
+
     return check
 
 
 def skipped_after(count: int) -> Callable[[Run], None]:
     """The unindexed repository's commits were asked `count` times, then skipped (exit 3)."""
+
     def check(run: Run) -> None:
         assert run.code == 3, run.err
         asked = [e for e in run.at("repository") if "/repos/api-ui-0/" in e["path"]]
         assert len(asked) == count
         assert "skipped" in run.out
+
     return check
 
 
@@ -239,6 +262,7 @@ def fails_saying(text: str) -> Callable[[Run], None]:
     def check(run: Run) -> None:
         assert run.code == 4, run.err
         assert text in run.err
+
     return check
 
 
@@ -246,6 +270,7 @@ def authenticated(scheme: str) -> Callable[[Run], None]:
     def check(run: Run) -> None:
         ok(run)
         assert {e["auth"] for e in run.log} == {scheme}
+
     return check
 
 
@@ -254,60 +279,97 @@ FAIL_FAST = {"retry.max_attempts": "1", "retry.backoff_base": "0.01"}
 CASES: dict[str, Case] = {
     "edition": Case(lambda sim: "server", all_paths_start(SERVER_PREFIX), edition="server"),
     "base_url": Case(lambda sim: sim.base_url, ok),
-    "api_prefix": Case(lambda sim: "/custom/analytics",
-                       all_paths_start("/custom/analytics/"),
-                       sim={"api_prefix": "/custom/analytics"}),
-    "workspace": Case(lambda sim: "acme-ws", only_at("repository", "/acme-ws/"),
-                      sim={"workspace": "acme-ws"}),
-    "projects": Case(lambda sim: "PLAT", only_at("project", "/projects/PLAT/"),
-                     edition="server", settings={"levels": "project"}),
+    "api_prefix": Case(
+        lambda sim: "/custom/analytics",
+        all_paths_start("/custom/analytics/"),
+        sim={"api_prefix": "/custom/analytics"},
+    ),
+    "workspace": Case(
+        lambda sim: "acme-ws", only_at("repository", "/acme-ws/"), sim={"workspace": "acme-ws"}
+    ),
+    "projects": Case(
+        lambda sim: "PLAT",
+        only_at("project", "/projects/PLAT/"),
+        edition="server",
+        settings={"levels": "project"},
+    ),
     "levels": Case(lambda sim: "workspace", levels_read("workspace")),
     "resources": Case(lambda sim: "pull_requests", families_read("pull-requests.list.")),
     "with_files": Case(lambda sim: "true", with_files, edition="server"),
     "repositories": Case(lambda sim: "api-ui-0", only_at("repository", "/repos/api-ui-0/")),
-    "users": Case(lambda sim: "user0001", only_at("user", "/users/user0001/"),
-                  edition="server", settings={"levels": "user"}),
-    "start_date": Case(lambda sim: "2026-05-29", param_is(
-        "sinceDate", "2026-05-29T00:00:00+00:00"), edition="server"),
-    "end_date": Case(lambda sim: "2026-05-31", param_is(
-        "untilDate", "2026-05-31T00:00:00+00:00"), edition="server",
-        settings={"start_date": "2026-05-30"}),
-    "lookback_days": Case(lambda sim: "1.5", window_starts(1.5),
-                          settings={"start_date": "2026-05-20"}),
+    "users": Case(
+        lambda sim: "user0001",
+        only_at("user", "/users/user0001/"),
+        edition="server",
+        settings={"levels": "user"},
+    ),
+    "start_date": Case(
+        lambda sim: "2026-05-29",
+        param_is("sinceDate", "2026-05-29T00:00:00+00:00"),
+        edition="server",
+    ),
+    "end_date": Case(
+        lambda sim: "2026-05-31",
+        param_is("untilDate", "2026-05-31T00:00:00+00:00"),
+        edition="server",
+        settings={"start_date": "2026-05-30"},
+    ),
+    "lookback_days": Case(
+        lambda sim: "1.5", window_starts(1.5), settings={"start_date": "2026-05-20"}
+    ),
     "page_size": Case(lambda sim: "7", param_is("pagelen", "7")),
-    "statistics_period": Case(lambda sim: "day", daily_statistics,
-                              settings={"resources": "change_statistics"}),
-    "concurrency": Case(lambda sim: "2", open_at_once(2),
-                        sim={"faults": "slow=1,slow_seconds=0.3,match=list.repository"}),
-    "retry.max_attempts": Case(lambda sim: "2", tries(2, says="after 2 attempts"),
-                               settings={"retry.backoff_base": "0.01"},
-                               sim={"faults": "503=1"}),
-    "retry.backoff_base": Case(lambda sim: "0", tries(3, says="after 3 attempts"),
-                               settings={"retry.max_attempts": "3",
-                                         "retry.total_wait_seconds": "0"},
-                               sim={"faults": "503=1"}),
-    "retry.max_wait_seconds": Case(lambda sim: "1", tries(1, says="max_wait_seconds=1"),
-                                   settings={"retry.max_attempts": "3"},
-                                   sim={"faults": "429=1,retry_after=5"}),
-    "retry.total_wait_seconds": Case(lambda sim: "0", tries(1, says="total_wait_seconds=0"),
-                                     settings={"retry.max_attempts": "3",
-                                               "retry.backoff_base": "0.01"},
-                                     sim={"faults": "503=1"}),
-    "retry.skip_retry_attempts": Case(lambda sim: "2", skipped_after(2),
-                                      settings={"retry.backoff_base": "0.01"},
-                                      conditions={"unindexed": {"api-ui-0": -1}}),
+    "statistics_period": Case(
+        lambda sim: "day", daily_statistics, settings={"resources": "change_statistics"}
+    ),
+    "concurrency": Case(
+        lambda sim: "2",
+        open_at_once(2),
+        sim={"faults": "slow=1,slow_seconds=0.3,match=list.repository"},
+    ),
+    "retry.max_attempts": Case(
+        lambda sim: "2",
+        tries(2, says="after 2 attempts"),
+        settings={"retry.backoff_base": "0.01"},
+        sim={"faults": "503=1"},
+    ),
+    "retry.backoff_base": Case(
+        lambda sim: "0",
+        tries(3, says="after 3 attempts"),
+        settings={"retry.max_attempts": "3", "retry.total_wait_seconds": "0"},
+        sim={"faults": "503=1"},
+    ),
+    "retry.max_wait_seconds": Case(
+        lambda sim: "1",
+        tries(1, says="max_wait_seconds=1"),
+        settings={"retry.max_attempts": "3"},
+        sim={"faults": "429=1,retry_after=5"},
+    ),
+    "retry.total_wait_seconds": Case(
+        lambda sim: "0",
+        tries(1, says="total_wait_seconds=0"),
+        settings={"retry.max_attempts": "3", "retry.backoff_base": "0.01"},
+        sim={"faults": "503=1"},
+    ),
+    "retry.skip_retry_attempts": Case(
+        lambda sim: "2",
+        skipped_after(2),
+        settings={"retry.backoff_base": "0.01"},
+        conditions={"unindexed": {"api-ui-0": -1}},
+    ),
     # a host slow to accept (reached with the default: see the test after the cases)
-    "retry.connect_timeout": Case(lambda sim: "0.2", fails_saying("timeout from"),
-                                  settings=FAIL_FAST),
+    "retry.connect_timeout": Case(
+        lambda sim: "0.2", fails_saying("timeout from"), settings=FAIL_FAST
+    ),
     # 1 s answers: well within the default 60 s (the run would succeed), not within 0.2 s
-    "retry.read_timeout": Case(lambda sim: "0.2", fails_saying("timeout from"),
-                               settings=FAIL_FAST,
-                               sim={"faults": "slow=1,slow_seconds=1,match=list.repository"}),
+    "retry.read_timeout": Case(
+        lambda sim: "0.2",
+        fails_saying("timeout from"),
+        settings=FAIL_FAST,
+        sim={"faults": "slow=1,slow_seconds=1,match=list.repository"},
+    ),
     "token": Case(lambda sim: sim.config.token, authenticated("token")),
-    "username": Case(lambda sim: sim.config.username, authenticated("basic"),
-                     edition="server"),
-    "password": Case(lambda sim: sim.config.password, authenticated("basic"),
-                     edition="server"),
+    "username": Case(lambda sim: sim.config.username, authenticated("basic"), edition="server"),
+    "password": Case(lambda sim: sim.config.password, authenticated("basic"), edition="server"),
 }
 
 
@@ -317,9 +379,14 @@ def test_every_readme_key_has_a_case() -> None:
 
 def base_settings(sim: Simulator) -> dict[str, str]:
     """A narrow run: one day, the repository-level commits."""
-    values = {"edition": sim.config.edition, "base_url": sim.base_url,
-              "start_date": "2026-05-31", "end_date": END.isoformat(),
-              "levels": "repository", "resources": "commits"}
+    values = {
+        "edition": sim.config.edition,
+        "base_url": sim.base_url,
+        "start_date": "2026-05-31",
+        "end_date": END.isoformat(),
+        "levels": "repository",
+        "resources": "commits",
+    }
     if sim.config.edition == "cloud":
         values.update(workspace=sim.info()["workspace"], token=sim.config.token)
     else:
@@ -354,8 +421,9 @@ class SlowToAccept:
     def waiting(self) -> bool:
         """A connection attempt to this port not answered yet."""
         lines = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
-        return any(f.split()[2].endswith(f":{self.port:04X}") and f.split()[3] == "02"
-                   for f in lines)
+        return any(
+            f.split()[2].endswith(f":{self.port:04X}") and f.split()[3] == "02" for f in lines
+        )
 
     def serve(self) -> None:
         while not self.stop.is_set() and not self.waiting():
@@ -395,8 +463,14 @@ def flag(key: str, value: str) -> list[str]:
     return [option, value]
 
 
-def run_load(sim: Simulator, folder: Path, settings: dict[str, str], flags: list[str],
-             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
+def run_load(
+    sim: Simulator,
+    folder: Path,
+    settings: dict[str, str],
+    flags: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Run:
     """`repo-analytics load` in this process with `settings` as environment variables."""
     for name in [n for n in os.environ if n.startswith("SOURCES__")]:
         monkeypatch.delenv(name)
@@ -404,9 +478,21 @@ def run_load(sim: Simulator, folder: Path, settings: dict[str, str], flags: list
         monkeypatch.setenv(env_name(key), value)
     before = sim.requests()["total"]
     capsys.readouterr()
-    code = main(["--duckdb", str(folder / "data.duckdb"), "--pipelines-dir",
-                 str(folder / "pipelines"), "--schemas-dir", str(folder / "schemas"),
-                 "--progress", "off", "load", "--no-reconcile", *flags])
+    code = main(
+        [
+            "--duckdb",
+            str(folder / "data.duckdb"),
+            "--pipelines-dir",
+            str(folder / "pipelines"),
+            "--schemas-dir",
+            str(folder / "schemas"),
+            "--progress",
+            "off",
+            "load",
+            "--no-reconcile",
+            *flags,
+        ]
+    )
     out = capsys.readouterr()
     seen = sim.requests(since=before)
     report_file = folder / "data.report.json"
@@ -416,14 +502,23 @@ def run_load(sim: Simulator, folder: Path, settings: dict[str, str], flags: list
 
 # every key as its variable and its flag; the credentials, which have no flag, as their
 # variable here and in `.dlt/secrets.toml` below
-RUNS = [(key, form) for key in sorted(CASES) for form in ("env", "flag")
-        if not (form == "flag" and key in SECRET_KEYS)]
+RUNS = [
+    (key, form)
+    for key in sorted(CASES)
+    for form in ("env", "flag")
+    if not (form == "flag" and key in SECRET_KEYS)
+]
 
 
 @pytest.mark.parametrize(("key", "form"), RUNS, ids=[f"{k}-{f}" for k, f in RUNS])
-def test_key_changes_the_run(key: str, form: str, make_sim: Callable[..., Simulator],
-                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_key_changes_the_run(
+    key: str,
+    form: str,
+    make_sim: Callable[..., Simulator],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The key's value, as its variable or its flag, shows in what the run did."""
     case = CASES[key]
     sim = make_sim(edition=case.edition, **case.sim)
@@ -442,8 +537,14 @@ def test_key_changes_the_run(key: str, form: str, make_sim: Callable[..., Simula
         flags = flag(key, value)
 
     try:
-        run = run_load(sim, tmp_path, {k: v for k, v in settings.items() if v is not None},
-                       flags, monkeypatch, capsys)
+        run = run_load(
+            sim,
+            tmp_path,
+            {k: v for k, v in settings.items() if v is not None},
+            flags,
+            monkeypatch,
+            capsys,
+        )
     finally:
         if slow is not None:
             slow.close()
@@ -452,15 +553,24 @@ def test_key_changes_the_run(key: str, form: str, make_sim: Callable[..., Simula
 
 
 def test_default_connect_timeout_reaches_the_slow_host(
-        make_sim: Callable[..., Simulator], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    make_sim: Callable[..., Simulator],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The host of the `retry.connect_timeout` case is reached with the default timeout: what
     ends that case's run is its short timeout."""
     sim = make_sim(edition="cloud")
     slow = SlowToAccept(sim.base_url)
     try:
-        run = run_load(sim, tmp_path, {**base_settings(sim), **FAIL_FAST,
-                                       "base_url": slow.url}, [], monkeypatch, capsys)
+        run = run_load(
+            sim,
+            tmp_path,
+            {**base_settings(sim), **FAIL_FAST, "base_url": slow.url},
+            [],
+            monkeypatch,
+            capsys,
+        )
     finally:
         slow.close()
 
@@ -468,8 +578,9 @@ def test_default_connect_timeout_reaches_the_slow_host(
 
 
 @pytest.mark.parametrize("key", SECRET_KEYS)
-def test_secret_from_secrets_toml(key: str, make_sim: Callable[..., Simulator],
-                                  tmp_path: Path) -> None:
+def test_secret_from_secrets_toml(
+    key: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """A secret in the working folder's `.dlt/secrets.toml`, not in the environment."""
     case = CASES[key]
     sim = make_sim(edition=case.edition)
@@ -477,24 +588,46 @@ def test_secret_from_secrets_toml(key: str, make_sim: Callable[..., Simulator],
     settings.pop(key)
     (tmp_path / ".dlt").mkdir()
     (tmp_path / ".dlt" / "secrets.toml").write_text(
-        f'[sources.repo_analytics]\n{key} = "{case.value(sim)}"\n', encoding="utf-8")
+        f'[sources.repo_analytics]\n{key} = "{case.value(sim)}"\n', encoding="utf-8"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     env.update({env_name(k): v for k, v in settings.items()})
     before = sim.requests()["total"]
 
     done = subprocess.run(
-        [str(CLI), "--duckdb", "data.duckdb", "--pipelines-dir", "pipelines", "--schemas-dir",
-         "schemas", "--progress", "off", "load", "--no-reconcile"],
-        env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300, check=False)
+        [
+            str(CLI),
+            "--duckdb",
+            "data.duckdb",
+            "--pipelines-dir",
+            "pipelines",
+            "--schemas-dir",
+            "schemas",
+            "--progress",
+            "off",
+            "load",
+            "--no-reconcile",
+        ],
+        env=env,
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
 
     seen = sim.requests(since=before)
-    case.check(Run(done.returncode, done.stdout, done.stderr, list(seen["log"]),
-                   seen["open_max"], None))
+    case.check(
+        Run(done.returncode, done.stdout, done.stderr, list(seen["log"]), seen["open_max"], None)
+    )
 
 
-def test_flag_wins_over_variable(make_sim: Callable[..., Simulator], tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_flag_wins_over_variable(
+    make_sim: Callable[..., Simulator],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A flag and the same key's variable: the flag's value is used."""
     sim = make_sim(edition="cloud")
     settings = {**base_settings(sim), "page_size": "9"}

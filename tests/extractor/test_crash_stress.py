@@ -56,8 +56,15 @@ KILLS = int(os.environ.get("REPO_ANALYTICS_CRASH_KILLS", "4"))
 RUN_LIMIT_SECONDS = 300
 # Three 10-day windows to the host's clock, one after another on the one pipeline.
 SINCE = datetime(2026, 5, 2, tzinfo=UTC)
-BACKFILL = ("backfill", "--since", SINCE.date().isoformat(), "--until",
-            CLOCK.date().isoformat(), "--window-days", "10")
+BACKFILL = (
+    "backfill",
+    "--since",
+    SINCE.date().isoformat(),
+    "--until",
+    CLOCK.date().isoformat(),
+    "--window-days",
+    "10",
+)
 WINDOWS = 3
 CASES = [(edition, destination) for edition in ("cloud", "server") for destination in DESTINATIONS]
 NATURAL_KEYS: Mapping[str, tuple[str, ...]] = {**CLOUD_PRIMARY_KEYS, **SERVER_PRIMARY_KEYS}
@@ -102,12 +109,16 @@ class Watch:
     before: frozenset[str]  # load ids of earlier runs
     jobs_before: Mapping[str, int]  # completed jobs of earlier runs' packages not yet loaded
     seen: dict[str, dict[str, float]] = field(
-        default_factory=lambda: {"extracted": {}, "normalized": {}, "loaded": {}})
+        default_factory=lambda: {"extracted": {}, "normalized": {}, "loaded": {}}
+    )
 
     def update(self, now: Look) -> None:
         normalized = frozenset(now.normalized)
-        for phase, ids in (("extracted", now.extracted), ("normalized", normalized),
-                           ("loaded", now.loaded)):
+        for phase, ids in (
+            ("extracted", now.extracted),
+            ("normalized", normalized),
+            ("loaded", now.loaded),
+        ):
             for load_id in ids - self.before:
                 self.seen[phase].setdefault(load_id, now.elapsed)
 
@@ -121,8 +132,10 @@ class Watch:
 
     def jobs_done(self, now: Look) -> int:
         """The most jobs this run completed in one package not yet loaded."""
-        return max((jobs - self.jobs_before.get(load_id, 0)
-                    for load_id, jobs in now.normalized.items()), default=0)
+        return max(
+            (jobs - self.jobs_before.get(load_id, 0) for load_id, jobs in now.normalized.items()),
+            default=0,
+        )
 
     def reached(self, phase: str, ordinal: int) -> float | None:
         """When the run's `ordinal`-th new package reached `phase` (None: not yet)."""
@@ -139,23 +152,23 @@ class Trigger:
 
 
 def after(seconds: float) -> Trigger:
-    return Trigger(f"{seconds:.2f} s after the start",
-                   lambda watch, now: now.elapsed >= seconds)
+    return Trigger(f"{seconds:.2f} s after the start", lambda watch, now: now.elapsed >= seconds)
 
 
 def package_reached(phase: str, ordinal: int, delay: float) -> Trigger:
     """`delay` after the run's `ordinal`-th new package was `phase` (extracted, normalized)."""
+
     def fires(watch: Watch, now: Look) -> bool:
         at = watch.reached(phase, ordinal)
         return at is not None and now.elapsed >= at + delay
+
     return Trigger(f"{delay:.2f} s after package {ordinal} was {phase}", fires)
 
 
 def loading(jobs: int) -> Trigger:
     """Once this run has completed `jobs` jobs of a package not yet loaded (its own, or one a
     killed run left, which the backfill settles first)."""
-    return Trigger(f"{jobs} jobs into a load",
-                   lambda watch, now: watch.jobs_done(now) >= jobs)
+    return Trigger(f"{jobs} jobs into a load", lambda watch, now: watch.jobs_done(now) >= jobs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,8 +181,11 @@ class Case:
     sim: Simulator
 
     def command(self, folder: Path) -> list[str]:
-        target = (("--destination", "parquet", "--parquet-dir", str(folder / "lake"))
-                  if self.destination == "parquet" else ())
+        target = (
+            ("--destination", "parquet", "--parquet-dir", str(folder / "lake"))
+            if self.destination == "parquet"
+            else ()
+        )
         return cli_args(folder, *target, *BACKFILL)
 
 
@@ -190,9 +206,15 @@ def backfill(case: Case, folder: Path, trigger: Trigger | None = None) -> Run:
     now = look(pipelines)
     watch = Watch(now.extracted | frozenset(now.normalized) | now.loaded, now.normalized)
     started = time.monotonic()
-    process = subprocess.Popen(case.command(folder), env=cli_env(case.sim), cwd=folder,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        case.command(folder),
+        env=cli_env(case.sim),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     killed_in = None
     try:
         while process.poll() is None:
@@ -228,14 +250,26 @@ def duckdb_tables(db_file: Path) -> dict[str, Table]:
         return {}
     found = {}
     with duckdb.connect(str(db_file), read_only=True) as con:
-        names = [t for (t,) in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-            "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\'",
-            [DATASET]).fetchall()]
+        names = [
+            t
+            for (t,) in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
+                "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\'",
+                [DATASET],
+            ).fetchall()
+        ]
         for name in names:
-            columns = tuple(sorted(c for (c,) in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
-                "AND table_name = ?", [DATASET, name]).fetchall() if not c.startswith("_dlt")))
+            columns = tuple(
+                sorted(
+                    c
+                    for (c,) in con.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
+                        "AND table_name = ?",
+                        [DATASET, name],
+                    ).fetchall()
+                    if not c.startswith("_dlt")
+                )
+            )
             names_sql = ", ".join(f'"{c}"' for c in columns)
             rows = con.execute(f'SELECT {names_sql} FROM "{DATASET}"."{name}"').fetchall()
             found[name] = Table(columns, Counter(rows))
@@ -257,8 +291,9 @@ def delta_tables(lake: Path, killed: bool = False) -> dict[str, Table]:
                 continue
             raise
         columns = tuple(sorted(c for c in data.column_names if not c.startswith("_dlt")))
-        found[path.name] = Table(columns, Counter(
-            zip(*(data.column(c).to_pylist() for c in columns), strict=True)))
+        found[path.name] = Table(
+            columns, Counter(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
+        )
     return found
 
 
@@ -289,21 +324,20 @@ def assert_equal_truth(case: Case, folder: Path) -> None:
     decide it: commits whose instant lies in the range must be there, none before the cloud's
     26 h slack (its commit date has no zone) or after the range may be; pull requests are
     exactly those updated within the range."""
+
     def read(table: str, columns: tuple[str, ...]) -> list[Row]:
         if case.destination == "parquet":
             return delta_rows(folder / "lake", table, columns)
         return rows_of(folder / "data.duckdb", table, columns)
 
     allowed = (SINCE - SLACK if case.edition == "cloud" else SINCE, CLOCK)
-    assert_rows_equal_truth(read, case.sim, case.edition, required=(SINCE, CLOCK),
-                            allowed=allowed)
+    assert_rows_equal_truth(read, case.sim, case.edition, required=(SINCE, CLOCK), allowed=allowed)
 
 
 # --------------------------------------------------------------------------------------------
 # the test
 # --------------------------------------------------------------------------------------------
-def next_kill(rng: random.Random, clean: Run, jobs: int, now: Look,
-              first: bool) -> Trigger | None:
+def next_kill(rng: random.Random, clean: Run, jobs: int, now: Look, first: bool) -> Trigger | None:
     """A random kill point among those the next run will pass, given the package folders
     before it: None when the backfill is done (no window left to read, no package pending).
     The first kill is inside a load, so no case can pass by killing only before anything
@@ -317,10 +351,12 @@ def next_kill(rng: random.Random, clean: Run, jobs: int, now: Look,
         first_package = clean.watch.reached("extracted", 1) or clean.seconds
         kinds += [
             lambda: after(rng.uniform(0.2, 1.0) * first_package),  # reading the API
-            lambda: package_reached("extracted", rng.randint(1, min(2, left)),
-                                    rng.uniform(0.0, 0.3)),
-            lambda: package_reached("normalized", rng.randint(1, min(2, left)),
-                                    rng.uniform(0.0, 0.3)),
+            lambda: package_reached(
+                "extracted", rng.randint(1, min(2, left)), rng.uniform(0.0, 0.3)
+            ),
+            lambda: package_reached(
+                "normalized", rng.randint(1, min(2, left)), rng.uniform(0.0, 0.3)
+            ),
         ]
     if not kinds:
         return None
@@ -329,7 +365,8 @@ def next_kill(rng: random.Random, clean: Run, jobs: int, now: Look,
 
 @pytest.mark.parametrize(("edition", "destination"), CASES)
 def test_killed_backfills_rerun_to_a_clean_backfills_tables(
-        edition: str, destination: str, make_sim: MakeSim, tmp_path: Path) -> None:
+    edition: str, destination: str, make_sim: MakeSim, tmp_path: Path
+) -> None:
     """Kills at seeded random moments, a rerun after each, a final rerun that exits 0: every
     table equals a never-killed backfill's, the repository tables the truth, each key once."""
     case = Case(edition, destination, make_sim(edition=edition))
@@ -342,15 +379,18 @@ def test_killed_backfills_rerun_to_a_clean_backfills_tables(
     assert expected and all(t.rows for t in expected.values()), "a clean table is empty"
     assert duplicate_keys(expected) == {}
     clean_pipelines = tmp_path / "clean" / "pipelines"
-    jobs = min(len(listing(clean_pipelines / name / "load" / "loaded" / load_id /
-                           "completed_jobs"))
-               for name in listing(clean_pipelines)
-               for load_id in load_ids(clean_pipelines / name / "load" / "loaded"))
+    jobs = min(
+        len(listing(clean_pipelines / name / "load" / "loaded" / load_id / "completed_jobs"))
+        for name in listing(clean_pipelines)
+        for load_id in load_ids(clean_pipelines / name / "load" / "loaded")
+    )
     assert jobs >= 4, "too few jobs in a package to kill inside its load"
 
     folder = tmp_path / "crashed"
-    log = [f"seed {SEED}, {edition} on {destination}: clean backfill {clean.seconds:.1f} s, "
-           f"{jobs}+ jobs a package"]
+    log = [
+        f"seed {SEED}, {edition} on {destination}: clean backfill {clean.seconds:.1f} s, "
+        f"{jobs}+ jobs a package"
+    ]
     phases: list[frozenset[str]] = []
     duplicates: dict[str, dict[str, int]] = {}
     for number in range(1, KILLS + 3):  # a kill point the run passed before it was seen: again
@@ -361,12 +401,16 @@ def test_killed_backfills_rerun_to_a_clean_backfills_tables(
         output = run.stdout + run.stderr
         assert "Traceback" not in output, (log, output)
         if run.killed_in is None:  # the run ended before the trigger fired
-            log.append(f"run {number} ({trigger.name}): not killed, exit {run.returncode} "
-                       f"after {run.seconds:.1f} s")
+            log.append(
+                f"run {number} ({trigger.name}): not killed, exit {run.returncode} "
+                f"after {run.seconds:.1f} s"
+            )
             assert run.returncode == 0, (log, output)
             continue
-        log.append(f"run {number} ({trigger.name}): killed after {run.seconds:.1f} s, "
-                   f"under way: {', '.join(sorted(run.killed_in))}")
+        log.append(
+            f"run {number} ({trigger.name}): killed after {run.seconds:.1f} s, "
+            f"under way: {', '.join(sorted(run.killed_in))}"
+        )
         assert run.returncode == -signal.SIGKILL, (log, output)
         phases.append(run.killed_in)
         found = duplicate_keys(tables(case, folder, tmp_path / f"after-kill-{number}"))
@@ -374,8 +418,9 @@ def test_killed_backfills_rerun_to_a_clean_backfills_tables(
             duplicates[f"after kill {number}"] = found
 
     final = backfill(case, folder)
-    log.append(f"final run: exit {final.returncode} after {final.seconds:.1f} s; "
-               f"{len(phases)} kills")
+    log.append(
+        f"final run: exit {final.returncode} after {final.seconds:.1f} s; {len(phases)} kills"
+    )
     print("\n".join(log))
     output = final.stdout + final.stderr
     assert final.returncode == 0, (log, output)
@@ -397,5 +442,7 @@ def test_killed_backfills_rerun_to_a_clean_backfills_tables(
         missing, extra = table.rows - got[name].rows, got[name].rows - table.rows
         assert not missing and not extra, (
             f"{name}: {sum(missing.values())} rows missing, e.g. {list(missing)[:2]}; "
-            f"{sum(extra.values())} rows extra, e.g. {list(extra)[:2]}", log)
+            f"{sum(extra.values())} rows extra, e.g. {list(extra)[:2]}",
+            log,
+        )
     assert_equal_truth(case, folder)

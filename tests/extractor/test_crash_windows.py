@@ -27,7 +27,7 @@ from tests.extractor.test_backfill import CLOCK, assert_tables_equal_truth, sour
 FIRST = datetime(2026, 4, 2, tzinfo=UTC)
 WINDOW = timedelta(days=30)  # two windows: [04-02, 05-02) and [05-02, 06-01), both with data
 
-CRASH = r'''
+CRASH = r"""
 import json, os, signal, sys
 from datetime import datetime
 from pathlib import Path
@@ -70,22 +70,41 @@ window(*args["windows"][0], restore=True)
 window(*args["windows"][1], restore=False)
 SqlLoadJob.run = killed_at_first_merge
 main.load()
-'''
+"""
 
 
 def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
-        make_sim: Any, tmp_path: Path) -> None:
+    make_sim: Any, tmp_path: Path
+) -> None:
     sim: Simulator = make_sim(edition="server")
     loader = Loader(sim, tmp_path)
     args = source_args(loader)
-    windows = [(FIRST.isoformat(), (FIRST + WINDOW).isoformat()),
-               ((FIRST + WINDOW).isoformat(), CLOCK.isoformat())]
+    windows = [
+        (FIRST.isoformat(), (FIRST + WINDOW).isoformat()),
+        ((FIRST + WINDOW).isoformat(), CLOCK.isoformat()),
+    ]
     crash = subprocess.run(
-        [sys.executable, "-c", CRASH, json.dumps({
-            "db": str(loader.db_file), "pipelines": str(tmp_path / "pipelines"),
-            "schemas": str(tmp_path / "schemas"), "source": args, "clock": CLOCK.isoformat(),
-            "windows": windows})],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+        [
+            sys.executable,
+            "-c",
+            CRASH,
+            json.dumps(
+                {
+                    "db": str(loader.db_file),
+                    "pipelines": str(tmp_path / "pipelines"),
+                    "schemas": str(tmp_path / "schemas"),
+                    "source": args,
+                    "clock": CLOCK.isoformat(),
+                    "windows": windows,
+                }
+            ),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
 
     rerun = run_backfill(loader.pipeline(), FIRST, CLOCK, window_days=30, now=CLOCK, **args)
@@ -93,14 +112,19 @@ def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
     # both windows were finished by their crashed packages, so nothing is read again ...
     assert [w.resumed for w in rerun.windows] == [True, True]
     # ... and every commit and pull request of both windows is there, by key and value
-    assert_tables_equal_truth(loader.db_file, sim, "server", required=(FIRST, CLOCK),
-                              allowed=(FIRST - timedelta(days=1), CLOCK))
+    assert_tables_equal_truth(
+        loader.db_file,
+        sim,
+        "server",
+        required=(FIRST, CLOCK),
+        allowed=(FIRST - timedelta(days=1), CLOCK),
+    )
 
 
 # dlt commits a normalized package in two steps: it renames the package into load/normalized,
 # then deletes the extracted copy ("do not kill this process"). Killed between the two, the
 # package is in both places; normalizing it again cannot commit (the folder is taken).
-KILLED_IN_NORMALIZE_COMMIT = r'''
+KILLED_IN_NORMALIZE_COMMIT = r"""
 import json, os, signal, sys
 from datetime import datetime
 from pathlib import Path
@@ -130,11 +154,12 @@ run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["
          backfill_window={"key": window_key(datetime.fromisoformat(start),
                                             datetime.fromisoformat(end)),
                           "signature": signature(args["source"])}, **args["source"])
-'''
+"""
 
 
 def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
-        make_sim: Any, tmp_path: Path) -> None:
+    make_sim: Any, tmp_path: Path
+) -> None:
     """Killed after its package was renamed into load/normalized and before the extracted copy
     was deleted, a window's package is finished by the rerun (not normalized again, which
     failed with `Directory not empty` on every rerun), and its rows are all there."""
@@ -143,11 +168,27 @@ def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
     args = source_args(loader)
     start = CLOCK - WINDOW
     crash = subprocess.run(
-        [sys.executable, "-c", KILLED_IN_NORMALIZE_COMMIT, json.dumps({
-            "db": str(loader.db_file), "pipelines": str(tmp_path / "pipelines"),
-            "schemas": str(tmp_path / "schemas"), "source": args, "clock": CLOCK.isoformat(),
-            "window": (start.isoformat(), CLOCK.isoformat())})],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False)
+        [
+            sys.executable,
+            "-c",
+            KILLED_IN_NORMALIZE_COMMIT,
+            json.dumps(
+                {
+                    "db": str(loader.db_file),
+                    "pipelines": str(tmp_path / "pipelines"),
+                    "schemas": str(tmp_path / "schemas"),
+                    "source": args,
+                    "clock": CLOCK.isoformat(),
+                    "window": (start.isoformat(), CLOCK.isoformat()),
+                }
+            ),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
     window = tmp_path / "pipelines" / "repo_analytics"
     extracted = {p.name for p in (window / "normalize" / "extracted").iterdir()}
@@ -157,5 +198,10 @@ def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
     rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
 
     assert [w.resumed for w in rerun.windows] == [True]  # finished by the crashed package
-    assert_tables_equal_truth(loader.db_file, sim, "cloud", required=(start, CLOCK),
-                              allowed=(start - timedelta(hours=26), CLOCK))
+    assert_tables_equal_truth(
+        loader.db_file,
+        sim,
+        "cloud",
+        required=(start, CLOCK),
+        allowed=(start - timedelta(hours=26), CLOCK),
+    )

@@ -33,8 +33,10 @@ MONTHS = (date(2026, 3, 1), date(2026, 4, 1), date(2026, 5, 1))  # complete mont
 EDGE = timedelta(hours=14)  # the widest author offset: a local day's instants lie this far out
 READER_ZONES = ("UTC", "America/Los_Angeles", "Pacific/Kiritimati")
 TOP = {"cloud": "workspace", "server": "global"}
-STATES = {"cloud": ("OPEN", "MERGED", "DECLINED", "SUPERSEDED"),
-          "server": ("OPEN", "MERGED", "DECLINED")}
+STATES = {
+    "cloud": ("OPEN", "MERGED", "DECLINED", "SUPERSEDED"),
+    "server": ("OPEN", "MERGED", "DECLINED"),
+}
 Row = tuple[Any, ...]
 Key = tuple[str, str | None, date]  # level, scope (None: the top level), day
 
@@ -88,21 +90,38 @@ def truth_commits(sim: Simulator, edition: str) -> list[TruthCommit]:
             scopes = [("workspace", None), ("repository", c["repository"]["slug"])]
             if user is not None:
                 scopes.append(("user", uuid[user]))
-            out.append(TruthCommit(
-                tuple(scopes), datetime.fromisoformat(c["date"]).date(),
-                utc_day(c["_sim"]["instant"]).replace(day=1), c["_sim"]["is_merge"],
-                c["lines"]["added"], c["lines"]["deleted"]))
+            out.append(
+                TruthCommit(
+                    tuple(scopes),
+                    datetime.fromisoformat(c["date"]).date(),
+                    utc_day(c["_sim"]["instant"]).replace(day=1),
+                    c["_sim"]["is_merge"],
+                    c["lines"]["added"],
+                    c["lines"]["deleted"],
+                )
+            )
         return out
     users = server_users(sim)
     for c in sim.truth("commits"):
         repo, user = c["repository"], c["_sim"]["user"]
-        scopes = [("global", None), ("project", repo["project"]["key"]),
-                  ("repository", f"{repo['project']['key']}/{repo['slug']}")]
+        scopes = [
+            ("global", None),
+            ("project", repo["project"]["key"]),
+            ("repository", f"{repo['project']['key']}/{repo['slug']}"),
+        ]
         if user in users:  # alias e-mails too: the user-level lists count them
             scopes.append(("user", user))
         day = utc_day(c["authorTimestamp"])
-        out.append(TruthCommit(tuple(scopes), day, day.replace(day=1), c["_sim"]["is_merge"],
-                               c["linesOfCode"]["added"], c["linesOfCode"]["deleted"]))
+        out.append(
+            TruthCommit(
+                tuple(scopes),
+                day,
+                day.replace(day=1),
+                c["_sim"]["is_merge"],
+                c["linesOfCode"]["added"],
+                c["linesOfCode"]["deleted"],
+            )
+        )
     return out
 
 
@@ -112,19 +131,28 @@ def truth_pull_requests(sim: Simulator, edition: str) -> list[TruthPullRequest]:
     for p in sim.truth("pull-requests"):
         if edition == "cloud":
             facts = p["_sim"]
-            scopes = (("workspace", None), ("repository", p["destination"]["repository"]["slug"]),
-                      ("user", p["author"]["uuid"]))
+            scopes = (
+                ("workspace", None),
+                ("repository", p["destination"]["repository"]["slug"]),
+                ("user", p["author"]["uuid"]),
+            )
             created, updated = from_ms(facts["created_ms"]), from_ms(facts["updated_ms"])
         else:
             repo = p["toRef"]["repository"]
-            scopes = (("global", None), ("project", repo["project"]["key"]),
-                      ("repository", f"{repo['project']['key']}/{repo['slug']}"),
-                      ("user", p["author"]["user"]["name"]))
+            scopes = (
+                ("global", None),
+                ("project", repo["project"]["key"]),
+                ("repository", f"{repo['project']['key']}/{repo['slug']}"),
+                ("user", p["author"]["user"]["name"]),
+            )
             created, updated = from_ms(p["createdDate"]), from_ms(p["updatedDate"])
         closed = p["_sim"]["closed_ms"]
         if START <= updated < CLOCK:
-            out.append(TruthPullRequest(scopes, p["state"], created,
-                                        from_ms(closed) if closed is not None else None))
+            out.append(
+                TruthPullRequest(
+                    scopes, p["state"], created, from_ms(closed) if closed is not None else None
+                )
+            )
     return out
 
 
@@ -151,11 +179,14 @@ def expected_pull_request_days(prs: list[TruthPullRequest], edition: str) -> dic
             if p.closed is not None:
                 counts[(level, scope, p.closed.date(), "resolved " + p.state)] += 1
     groups = {key[:3] for key in counts}
-    return {group: (counts[(*group, "created")],
-                    *(counts[(*group, "created " + s)] for s in states),
-                    *(counts[(*group, "resolved " + s)]
-                      for s in ("MERGED", "DECLINED", "SUPERSEDED")))
-            for group in groups}
+    return {
+        group: (
+            counts[(*group, "created")],
+            *(counts[(*group, "created " + s)] for s in states),
+            *(counts[(*group, "resolved " + s)] for s in ("MERGED", "DECLINED", "SUPERSEDED")),
+        )
+        for group in groups
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,9 +204,11 @@ class Loaded:
     def commit_days(self, zone: str = "UTC") -> dict[Key, Row]:
         found: dict[Key, Row] = {}
         for level, scope, day, basis, *measures in self.rows(
-                "SELECT level, scope, day, day_basis, commits, merge_commits, "
-                "commits_with_lines, lines_added, lines_deleted FROM daily_commit_activity "
-                f"WHERE edition = '{self.edition}'", zone):
+            "SELECT level, scope, day, day_basis, commits, merge_commits, "
+            "commits_with_lines, lines_added, lines_deleted FROM daily_commit_activity "
+            f"WHERE edition = '{self.edition}'",
+            zone,
+        ):
             assert (level, scope, day) not in found, (level, scope, day)
             assert basis == ("author_local" if self.edition == "cloud" else "utc")
             found[(level, scope, day)] = tuple(measures)
@@ -185,16 +218,19 @@ class Loaded:
         states = ", ".join(f"created_{s.lower()}" for s in STATES[self.edition])
         found: dict[Key, Row] = {}
         for level, scope, day, *measures in self.rows(
-                f"SELECT level, scope, day, created, {states}, merged, declined, superseded "
-                f"FROM daily_pull_request_activity WHERE edition = '{self.edition}'", zone):
+            f"SELECT level, scope, day, created, {states}, merged, declined, superseded "
+            f"FROM daily_pull_request_activity WHERE edition = '{self.edition}'",
+            zone,
+        ):
             assert (level, scope, day) not in found, (level, scope, day)
             found[(level, scope, day)] = tuple(measures)
         return found
 
 
 @pytest.fixture(scope="module", params=["cloud", "server"])
-def loaded(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+def loaded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Loaded]:
     """A tiny host's whole history, loaded with the default settings (every level and
     resource, statistics by month)."""
     edition = request.param
@@ -207,8 +243,10 @@ def loaded(request: pytest.FixtureRequest,
 
 def test_default_statistics_are_monthly(loaded: Loaded) -> None:
     """The default grain is the month: every statistics row is a month's."""
-    periods = loaded.rows("SELECT DISTINCT period FROM pull_request_statistics UNION "
-                          "SELECT DISTINCT period FROM commit_statistics")
+    periods = loaded.rows(
+        "SELECT DISTINCT period FROM pull_request_statistics UNION "
+        "SELECT DISTINCT period FROM commit_statistics"
+    )
     assert periods == [("month",)]
 
 
@@ -219,8 +257,11 @@ def test_daily_commit_activity_equals_truth(loaded: Loaded, zone: str) -> None:
     in any session time zone."""
     expected = expected_commit_days(truth_commits(loaded.sim, loaded.edition))
     levels = {key[0] for key in expected}
-    assert levels == ({"workspace", "repository", "user"} if loaded.edition == "cloud"
-                      else {"global", "project", "repository", "user"})
+    assert levels == (
+        {"workspace", "repository", "user"}
+        if loaded.edition == "cloud"
+        else {"global", "project", "repository", "user"}
+    )
     assert any(row[1] for row in expected.values())  # merge commits: not vacuous
     assert loaded.commit_days(zone) == expected
 
@@ -229,17 +270,19 @@ def test_daily_commit_activity_equals_truth(loaded: Loaded, zone: str) -> None:
 def test_daily_pull_request_activity_equals_truth(loaded: Loaded, zone: str) -> None:
     """Per level, scope and UTC day: pull requests created (and their current states), and
     those merged, declined or superseded that day, as the truth has them."""
-    expected = expected_pull_request_days(truth_pull_requests(loaded.sim, loaded.edition),
-                                          loaded.edition)
+    expected = expected_pull_request_days(
+        truth_pull_requests(loaded.sim, loaded.edition), loaded.edition
+    )
     width = len(STATES[loaded.edition])
-    resolved = [sum(row[1 + width:]) for row in expected.values()]
+    resolved = [sum(row[1 + width :]) for row in expected.values()]
     assert sum(row[0] for row in expected.values()) > 0 and sum(resolved) > 0
     # not vacuous: resolutions are counted on their own days, not on the creation days
     assert any(not row[0] for row in expected.values())
     assert loaded.pull_request_days(zone) == expected
     if loaded.edition == "server":  # self-hosted closing times come from the CSV export
-        unresolved = loaded.rows("SELECT sum(resolutions_from_updated_at) "
-                                 "FROM daily_pull_request_activity")
+        unresolved = loaded.rows(
+            "SELECT sum(resolutions_from_updated_at) FROM daily_pull_request_activity"
+        )
         assert unresolved == [(0,)]
 
 
@@ -258,12 +301,15 @@ def api_months(loaded: Loaded, view: str, measures: str) -> dict[Key, Row]:
     """The API's own monthly rows of the load's complete months, the top level's scope as the
     daily views name it (NULL)."""
     top = TOP[loaded.edition]
-    return {(level, None if level == top else scope, start.astimezone(UTC).date()): tuple(row)
-            for level, scope, start, *row in loaded.rows(
-                f"SELECT level, scope, period_start, {measures} FROM {view} "
-                f"WHERE edition = '{loaded.edition}' AND period = 'month' "
-                f"AND period_start >= '{START.isoformat()}' AND period_end <= "
-                f"'{CLOCK.isoformat()}'")}
+    return {
+        (level, None if level == top else scope, start.astimezone(UTC).date()): tuple(row)
+        for level, scope, start, *row in loaded.rows(
+            f"SELECT level, scope, period_start, {measures} FROM {view} "
+            f"WHERE edition = '{loaded.edition}' AND period = 'month' "
+            f"AND period_start >= '{START.isoformat()}' AND period_end <= "
+            f"'{CLOCK.isoformat()}'"
+        )
+    }
 
 
 def test_pull_request_days_sum_to_the_apis_months(loaded: Loaded) -> None:
@@ -273,7 +319,7 @@ def test_pull_request_days_sum_to_the_apis_months(loaded: Loaded) -> None:
     states = ", ".join(s.lower() for s in STATES[loaded.edition])
     api = api_months(loaded, "pull_request_statistics", f"pull_requests, {states}")
     assert {key[2] for key in api} == set(MONTHS)
-    derived = monthly(loaded.pull_request_days(), lambda row: row[:1 + width])
+    derived = monthly(loaded.pull_request_days(), lambda row: row[: 1 + width])
     assert {key: derived.get(key, (0,) * (1 + width)) for key in api} == api
     assert set(derived) <= set(api)
 
@@ -294,8 +340,10 @@ def test_commit_days_sum_to_the_apis_months(loaded: Loaded) -> None:
     for c in loaded.sim.truth("commits"):
         instant = datetime.fromisoformat(c["_sim"]["instant"].replace("Z", "+00:00"))
         for month in MONTHS:
-            edges = (datetime.combine(month, datetime.min.time(), UTC),
-                     datetime.combine(next_month(month), datetime.min.time(), UTC))
+            edges = (
+                datetime.combine(month, datetime.min.time(), UTC),
+                datetime.combine(next_month(month), datetime.min.time(), UTC),
+            )
             if any(abs(instant - edge) < EDGE for edge in edges):
                 row = near[("repository", c["repository"]["slug"], month)]
                 row[0] += 1
@@ -310,16 +358,16 @@ def test_commit_days_sum_to_the_apis_months(loaded: Loaded) -> None:
     assert differ < len(api)  # most months agree
 
 
-def test_cloud_lines_where_the_lists_carry_them(make_sim: Callable[..., Simulator],
-                                                tmp_path: Path) -> None:
+def test_cloud_lines_where_the_lists_carry_them(
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """A cloud repository without lines-of-code indexing: its commits count at every level,
     with no lines; `commits_with_lines` says how many of a day's commits have lines."""
     sim = make_sim(edition="cloud")
     off = sorted(r["slug"] for r in sim.truth("repositories"))[0]
     sim.set_conditions(loc_disabled=[off])
     loader = Loader(sim, tmp_path)
-    assert not loader.load(levels=["workspace", "repository"],
-                           resources=["commits"]).report.partial
+    assert not loader.load(levels=["workspace", "repository"], resources=["commits"]).report.partial
     commits = truth_commits(sim, "cloud")
     assert any(c.scopes[1][1] == off for c in commits)
     expected: dict[Key, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
@@ -331,10 +379,17 @@ def test_cloud_lines_where_the_lists_carry_them(make_sim: Callable[..., Simulato
             row[1] += lines
             row[2] += c.added if lines else 0
             row[3] += c.deleted if lines else 0
-    found = {(level, scope, day): [commits_, with_lines, added or 0, deleted or 0]
-             for level, scope, day, commits_, with_lines, added, deleted in loader.rows(
-                 "SELECT level, scope, day, commits, commits_with_lines, lines_added, "
-                 "lines_deleted FROM daily_commit_activity")}
+    found = {
+        (level, scope, day): [commits_, with_lines, added or 0, deleted or 0]
+        for level, scope, day, commits_, with_lines, added, deleted in loader.rows(
+            "SELECT level, scope, day, commits, commits_with_lines, lines_added, "
+            "lines_deleted FROM daily_commit_activity"
+        )
+    }
     assert found == dict(expected)
-    assert loader.rows("SELECT count(*), count(lines_added) FROM daily_commit_activity "
-                       f"WHERE scope = '{off}'")[0][1] == 0
+    assert (
+        loader.rows(
+            f"SELECT count(*), count(lines_added) FROM daily_commit_activity WHERE scope = '{off}'"
+        )[0][1]
+        == 0
+    )

@@ -47,25 +47,29 @@ def retried_once(sim: Simulator, endpoint: str) -> None:
     log = [e for e in sim.requests()["log"] if e["endpoint"] == endpoint]
     faulted = [e for e in log if e["fault"] == "error200"]
     assert len(faulted) == 1 and faulted[0]["status"] == 200
-    assert any(later["n"] > faulted[0]["n"] and later["params"] == faulted[0]["params"]
-               and later["fault"] is None for later in log)
+    assert any(
+        later["n"] > faulted[0]["n"]
+        and later["params"] == faulted[0]["params"]
+        and later["fault"] is None
+        for later in log
+    )
 
 
 def server_pull_requests(sim: Simulator, start: datetime) -> set[tuple[Any, ...]]:
     """Natural keys of the self-hosted pull requests updated in [start, clock)."""
     until = clock(sim)
-    return {(p["toRef"]["repository"]["project"]["key"], p["toRef"]["repository"]["slug"],
-             p["id"]) for p in sim.truth("pull-requests")
-            if start <= datetime.fromtimestamp(p["updatedDate"] / 1000, UTC) < until}
+    return {
+        (p["toRef"]["repository"]["project"]["key"], p["toRef"]["repository"]["slug"], p["id"])
+        for p in sim.truth("pull-requests")
+        if start <= datetime.fromtimestamp(p["updatedDate"] / 1000, UTC) < until
+    }
 
 
 # retried, then the truth -------------------------------------------------------------------------
-def test_cloud_list_page_with_error_body_is_retried(make_sim: MakeSim,
-                                                    loader: MakeLoader) -> None:
+def test_cloud_list_page_with_error_body_is_retried(make_sim: MakeSim, loader: MakeLoader) -> None:
     """An error body with 200 on a list page is not an empty page: it is asked for again, and
     the table holds every pull request of the window."""
-    sim = make_sim(edition="cloud", token=SECRET,
-                   faults=error200("pull-requests.list.workspace"))
+    sim = make_sim(edition="cloud", token=SECRET, faults=error200("pull-requests.list.workspace"))
     run = loader(sim)
     result = run.load(levels="workspace", resources="pull_requests", page_size=20)
 
@@ -76,8 +80,7 @@ def test_cloud_list_page_with_error_body_is_retried(make_sim: MakeSim,
     assert set(loaded) == in_window(sim, "pull-requests", START, clock(sim))
 
 
-def test_server_list_page_with_error_body_is_retried(make_sim: MakeSim,
-                                                     loader: MakeLoader) -> None:
+def test_server_list_page_with_error_body_is_retried(make_sim: MakeSim, loader: MakeLoader) -> None:
     """The self-hosted `{"errors": [...]}` body with 200 is an error too, never data."""
     sim = make_sim(edition="server", faults=error200("pull-requests.list.global"))
     run = loader(sim)
@@ -90,11 +93,13 @@ def test_server_list_page_with_error_body_is_retried(make_sim: MakeSim,
     assert set(loaded) == server_pull_requests(sim, START)
 
 
-def test_cloud_statistics_with_error_body_is_retried(make_sim: MakeSim, loader: MakeLoader,
-                                                     tmp_path: Path) -> None:
+def test_cloud_statistics_with_error_body_is_retried(
+    make_sim: MakeSim, loader: MakeLoader, tmp_path: Path
+) -> None:
     """A statistics answer that is an error body is retried; the table equals a clean run's."""
-    sim = make_sim(edition="cloud", token=SECRET,
-                   faults=error200("pull-requests.statistics.workspace"))
+    sim = make_sim(
+        edition="cloud", token=SECRET, faults=error200("pull-requests.statistics.workspace")
+    )
     args = {"levels": "workspace", "resources": "pull_request_statistics"}
     result = loader(sim).load(**args)
     retried_once(sim, "pull-requests.statistics.workspace")
@@ -110,8 +115,9 @@ def test_cloud_statistics_with_error_body_is_retried(make_sim: MakeSim, loader: 
     assert all(None not in row for row in landed["cloud_pull_request_statistics"])
 
 
-def test_server_csv_export_with_error_body_is_retried(make_sim: MakeSim,
-                                                      loader: MakeLoader) -> None:
+def test_server_csv_export_with_error_body_is_retried(
+    make_sim: MakeSim, loader: MakeLoader
+) -> None:
     """A JSON error body with 200 where a CSV export was asked for is not read as CSV rows."""
     sim = make_sim(edition="server", faults=error200("commits.csv.global"))
     run = loader(sim)
@@ -122,13 +128,16 @@ def test_server_csv_export_with_error_body_is_retried(make_sim: MakeSim,
     until = clock(sim)
     landed = [h for (h,) in run.rows("SELECT commit_hash FROM server_commit_exports")]
     assert sorted(landed) == sorted(
-        c["id"] for c in sim.truth("commits")
-        if START <= datetime.fromisoformat(c["authorTimestamp"].replace("Z", "+00:00")) < until)
+        c["id"]
+        for c in sim.truth("commits")
+        if START <= datetime.fromisoformat(c["authorTimestamp"].replace("Z", "+00:00")) < until
+    )
 
 
 # every time: a clear stop, nothing written ----------------------------------------------------
-def test_error_body_every_time_stops_the_run_and_writes_nothing(make_sim: MakeSim,
-                                                                loader: MakeLoader) -> None:
+def test_error_body_every_time_stops_the_run_and_writes_nothing(
+    make_sim: MakeSim, loader: MakeLoader
+) -> None:
     """Past the retry budget the run stops with the URL and what to do; tables and cursors
     stay as the last good run left them."""
     sim = make_sim(edition="cloud", token=SECRET)
@@ -155,13 +164,17 @@ def test_error_body_every_time_stops_the_run_and_writes_nothing(make_sim: MakeSi
     assert run.pipeline().state["sources"] == state
 
 
-def test_cli_error_body_every_time_exits_4_with_one_line(make_sim: MakeSim,
-                                                         tmp_path: Path) -> None:
+def test_cli_error_body_every_time_exits_4_with_one_line(make_sim: MakeSim, tmp_path: Path) -> None:
     """The command: exit 4, one line naming the URL (no token) and saying to rerun, no tables."""
-    sim = make_sim(edition="cloud", token=SECRET,
-                   faults=error200("pull-requests.list.workspace", count=None))
-    budget = {**FAST_RETRY, "backoff_base": 10, "max_wait_seconds": 100,
-              "total_wait_seconds": 0.001}
+    sim = make_sim(
+        edition="cloud", token=SECRET, faults=error200("pull-requests.list.workspace", count=None)
+    )
+    budget = {
+        **FAST_RETRY,
+        "backoff_base": 10,
+        "max_wait_seconds": 100,
+        "total_wait_seconds": 0.001,
+    }
     done = run_cli(sim, tmp_path, env={"SOURCES__REPO_ANALYTICS__RETRY": json.dumps(budget)})
     assert done.returncode == 4, (done.stdout, done.stderr)
     line = one_line(done.stderr)
@@ -171,8 +184,9 @@ def test_cli_error_body_every_time_exits_4_with_one_line(make_sim: MakeSim,
     assert everything(tmp_path / "data.duckdb") == {}
 
 
-def test_server_csv_export_answered_with_a_login_page_fails(make_sim: MakeSim,
-                                                            loader: MakeLoader) -> None:
+def test_server_csv_export_answered_with_a_login_page_fails(
+    make_sim: MakeSim, loader: MakeLoader
+) -> None:
     """An HTML page where a CSV export was asked for is never read as rows: the run fails
     naming the URL and the likely login page, and writes nothing."""
     sim = make_sim(edition="server", faults="html=1,match=commits.csv")

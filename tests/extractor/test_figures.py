@@ -69,15 +69,37 @@ def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
     `duration_seconds` and its `wait_seconds_sum`, and the backfill's wall-clock waits are
     at most its wall time while the sum over threads is more than them."""
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
-        sim.set_faults({"rules": [  # the first rule that fires wins
-            {"kind": "429", "rate": 1, "count": 3, "retry_after": 1,
-             "match": "commits.list.repository"},
-            {"kind": "slow", "rate": 1, "slow_seconds": LATENCY}]})
+        sim.set_faults(
+            {
+                "rules": [  # the first rule that fires wins
+                    {
+                        "kind": "429",
+                        "rate": 1,
+                        "count": 3,
+                        "retry_after": 1,
+                        "match": "commits.list.repository",
+                    },
+                    {"kind": "slow", "rate": 1, "slow_seconds": LATENCY},
+                ]
+            }
+        )
         began = time.monotonic()
-        done = run_cli(tmp_path, cli_env(sim), "backfill", "--since", "2026-03-01", "--until",
-                       "2026-06-01", "--window-days", "20",
-                       "--levels", "repository", "--resources", "commits,pull_requests",
-                       "--no-reconcile")
+        done = run_cli(
+            tmp_path,
+            cli_env(sim),
+            "backfill",
+            "--since",
+            "2026-03-01",
+            "--until",
+            "2026-06-01",
+            "--window-days",
+            "20",
+            "--levels",
+            "repository",
+            "--resources",
+            "commits,pull_requests",
+            "--no-reconcile",
+        )
         wall = time.monotonic() - began
         retried = [e for e in sim.requests()["log"] if e["fault"] == "429"]
     assert done.returncode == 0, done.stdout + done.stderr
@@ -100,7 +122,8 @@ def test_waits_are_wall_clock_time_beside_their_sum(tmp_path: Path) -> None:
     totals = report["backfill_totals"]
     assert 1.0 <= totals["wait_seconds_wall"] <= totals["duration_seconds"] <= wall, totals
     assert totals["wait_seconds_sum"] == pytest.approx(
-        sum(w["wait_seconds_sum"] for w in windows), abs=0.01)
+        sum(w["wait_seconds_sum"] for w in windows), abs=0.01
+    )
     assert totals["wait_seconds_sum"] > totals["wait_seconds_wall"] + 0.5, totals
 
 
@@ -111,14 +134,21 @@ def test_demo_prints_local_commit_times_and_window_times(tmp_path: Path) -> None
     them): a date when at midnight, else with the time of day, so no window prints as
     empty `[d .. d)`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    done = subprocess.run([str(CLI), "demo", "--edition", "cloud", "--size", "tiny"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=180,
-                          check=False)
+    done = subprocess.run(
+        [str(CLI), "demo", "--edition", "cloud", "--size", "tiny"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     folder = (tmp_path / ".repo-analytics-demo" / "pipelines").resolve()
-    assert (f"pipeline repo_analytics_demo in {folder} (inspect it: dlt pipeline "
-            f"--pipelines-dir {folder} repo_analytics_demo info | trace | show)"
-            ) in done.stdout.splitlines(), done.stdout
+    assert (
+        f"pipeline repo_analytics_demo in {folder} (inspect it: dlt pipeline "
+        f"--pipelines-dir {folder} repo_analytics_demo info | trace | show)"
+    ) in done.stdout.splitlines(), done.stdout
     spans = [line for line in done.stdout.splitlines() if line.startswith("commits from ")]
     assert len(spans) == 1, done.stdout
     assert "+00:00" not in spans[0] and "no zone" in spans[0], spans[0]

@@ -32,29 +32,57 @@ def sim() -> Iterator[Simulator]:
 def run_in(folder: Path, sim: Simulator, *command: str) -> subprocess.CompletedProcess[str]:
     """The command as a user types it in `folder`: no schemas folder named."""
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([str(CLI), "--duckdb", "data.duckdb", "--pipelines-dir", "pipelines",
-                           "--progress", "off", *command], cwd=folder, env=cli_env(sim),
-                          capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [
+            str(CLI),
+            "--duckdb",
+            "data.duckdb",
+            "--pipelines-dir",
+            "pipelines",
+            "--progress",
+            "off",
+            *command,
+        ],
+        cwd=folder,
+        env=cli_env(sim),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def written_loads(db_file: Path) -> tuple[set[str], set[str]]:
     """The `_dlt_load_id`s of every row of every data table (none may lack one), and the
     loads `_dlt_loads` has as completed."""
     with duckdb.connect(str(db_file), read_only=True) as db:
-        tables = [t for (t,) in db.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-            "AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' AND table_type = 'BASE TABLE'",
-            [DATASET]).fetchall()]
+        tables = [
+            t
+            for (t,) in db.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
+                "AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' AND table_type = 'BASE TABLE'",
+                [DATASET],
+            ).fetchall()
+        ]
         assert "cloud_commits" in tables and "cloud_commit_parents" in tables, tables
         written: set[str] = set()
         for table in tables:
-            missing = db.execute(f'SELECT count(*) - count(_dlt_load_id) FROM {DATASET}."{table}"'
-                                 ).fetchone()
+            missing = db.execute(
+                f'SELECT count(*) - count(_dlt_load_id) FROM {DATASET}."{table}"'
+            ).fetchone()
             assert missing == (0,), table
-            written |= {i for (i,) in db.execute(
-                f'SELECT DISTINCT _dlt_load_id FROM {DATASET}."{table}"').fetchall()}
-        loaded = {i for (i,) in db.execute(
-            f"SELECT load_id FROM {DATASET}._dlt_loads WHERE status = 0").fetchall()}
+            written |= {
+                i
+                for (i,) in db.execute(
+                    f'SELECT DISTINCT _dlt_load_id FROM {DATASET}."{table}"'
+                ).fetchall()
+            }
+        loaded = {
+            i
+            for (i,) in db.execute(
+                f"SELECT load_id FROM {DATASET}._dlt_loads WHERE status = 0"
+            ).fetchall()
+        }
     return written, loaded
 
 
@@ -63,8 +91,18 @@ def test_every_row_names_a_load_of_the_run_report(sim: Simulator, tmp_path: Path
     a `_dlt_load_id`, and those are exactly the two loads the run report names, one per
     window. A nightly load after it: every row names one of the reported loads (the nightly
     one replaced the rows it read again)."""
-    backfill = run_in(tmp_path, sim, "backfill", "--since", "2026-05-02", "--until",
-                      "2026-06-01", "--window-days", "15", "--no-reconcile")
+    backfill = run_in(
+        tmp_path,
+        sim,
+        "backfill",
+        "--since",
+        "2026-05-02",
+        "--until",
+        "2026-06-01",
+        "--window-days",
+        "15",
+        "--no-reconcile",
+    )
     assert backfill.returncode == 0, backfill.stdout + backfill.stderr
     windows = json.loads((tmp_path / "data.report.json").read_text())["backfill"]
     named = [i for w in windows for i in w["report"]["load_ids"]]
@@ -72,8 +110,9 @@ def test_every_row_names_a_load_of_the_run_report(sim: Simulator, tmp_path: Path
     written, loaded = written_loads(tmp_path / "data.duckdb")
     assert written == set(named) == loaded
 
-    nightly = run_in(tmp_path, sim, "load", "--end-date", "2026-06-01T00:00:00+00:00",
-                     "--no-reconcile")
+    nightly = run_in(
+        tmp_path, sim, "load", "--end-date", "2026-06-01T00:00:00+00:00", "--no-reconcile"
+    )
     assert nightly.returncode == 0, nightly.stdout + nightly.stderr
     nightly_ids = json.loads((tmp_path / "data.report.json").read_text())["load"]["load_ids"]
     assert len(nightly_ids) == 1 and nightly_ids[0] not in named
@@ -88,8 +127,18 @@ def test_schemas_are_written_in_the_working_directory(sim: Simulator, tmp_path: 
     installed package's folders."""
     package = Path(pipelines.__file__).resolve().parent.parent
     before = {p: p.stat().st_mtime_ns for p in package.glob("schemas/**/*") if p.is_file()}
-    done = run_in(tmp_path, sim, "load", "--start-date", "2026-05-25", "--end-date",
-                  "2026-06-01T00:00:00+00:00", "--levels", "repository", "--no-reconcile")
+    done = run_in(
+        tmp_path,
+        sim,
+        "load",
+        "--start-date",
+        "2026-05-25",
+        "--end-date",
+        "2026-06-01T00:00:00+00:00",
+        "--levels",
+        "repository",
+        "--no-reconcile",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     for folder in ("import", "export"):
         schema = tmp_path / "schemas" / folder / "repo_analytics.schema.yaml"

@@ -46,8 +46,9 @@ def signalled_after(monkeypatch: pytest.MonkeyPatch, *jobs: Any) -> bool:
 
 
 @pytest.mark.parametrize("status", ["completed", "failed"])
-def test_a_job_ended_on_creation_wakes_the_loop(monkeypatch: pytest.MonkeyPatch,
-                                                status: str) -> None:
+def test_a_job_ended_on_creation_wakes_the_loop(
+    monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
     assert signalled_after(monkeypatch, FinalizedLoadJob(FILE, status=status))  # type: ignore[arg-type]
 
 
@@ -67,8 +68,8 @@ def test_installed_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_delta_load_starts_such_jobs_and_the_loop_is_woken_for_them(
-        monkeypatch: pytest.MonkeyPatch, make_sim: Callable[..., Simulator],
-        tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """With the real filesystem destination: every start of jobs finished on creation leaves
     the loop signalled (it does not wait out its timeout), and the tables still land."""
     wake_on_finished_jobs()
@@ -77,8 +78,7 @@ def test_a_delta_load_starts_such_jobs_and_the_loop_is_woken_for_them(
 
     def spy(self: Load, *args: Any, **kwargs: Any) -> Any:
         started = starting(self, *args, **kwargs)
-        if any(not isinstance(j, RunnableLoadJob) and j.state() == "completed"
-               for j in started):
+        if any(not isinstance(j, RunnableLoadJob) and j.state() == "completed" for j in started):
             signalled = self._done_event.acquire(blocking=False)
             if signalled:
                 self._done_event.release()  # put back for the loop
@@ -91,6 +91,9 @@ def test_a_delta_load_starts_such_jobs_and_the_loop_is_woken_for_them(
     load(sim, root, tmp_path / "work")
     assert woken and all(woken)
     start = datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000
-    prs = sorted((p["toRef"]["repository"]["slug"], p["id"], p["state"])
-                 for p in sim.truth("pull-requests") if p["updatedDate"] >= start)
+    prs = sorted(
+        (p["toRef"]["repository"]["slug"], p["id"], p["state"])
+        for p in sim.truth("pull-requests")
+        if p["updatedDate"] >= start
+    )
     assert delta_rows(root, "server_pull_requests", ["repository_slug", "id", "state"]) == prs

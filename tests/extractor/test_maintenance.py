@@ -14,21 +14,41 @@ CLI = [sys.executable, "-m", "pipelines.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(sim: Simulator, path: Path, *args: str, token: str | None = None,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    sim: Simulator, path: Path, *args: str, token: str | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    env.update({"SOURCES__REPO_ANALYTICS__EDITION": "cloud",
-                "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url,
-                "SOURCES__REPO_ANALYTICS__WORKSPACE": "sim-workspace",
-                "SOURCES__REPO_ANALYTICS__TOKEN": token or sim.config.token})
+    env.update(
+        {
+            "SOURCES__REPO_ANALYTICS__EDITION": "cloud",
+            "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url,
+            "SOURCES__REPO_ANALYTICS__WORKSPACE": "sim-workspace",
+            "SOURCES__REPO_ANALYTICS__TOKEN": token or sim.config.token,
+        }
+    )
     return subprocess.run(
-        [*CLI, "--duckdb", str(path / "d.duckdb"), "--pipelines-dir", str(path / "p"),
-         "--schemas-dir", str(path / "s"), *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, input=stdin, timeout=120)
+        [
+            *CLI,
+            "--duckdb",
+            str(path / "d.duckdb"),
+            "--pipelines-dir",
+            str(path / "p"),
+            "--schemas-dir",
+            str(path / "s"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        input=stdin,
+        timeout=120,
+    )
 
 
 def test_check_names_what_is_wrong_and_sends_nothing_on_bad_config(
-        make_sim: Callable[..., Simulator], tmp_path: Path) -> None:
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """Good config: two ok lines and one request; bad config: exit 2 and no request;
     an expired token: exit 1 with the token advice."""
     sim = make_sim(edition="cloud")
@@ -46,14 +66,14 @@ def test_check_names_what_is_wrong_and_sends_nothing_on_bad_config(
 
 
 def test_state_shows_cursors_and_reset_forgets_them(
-        make_sim: Callable[..., Simulator], tmp_path: Path) -> None:
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """After a load, `state` lists each scope's cursor; `reset` asks (and refuses without a
     terminal unless --yes), then forgets exactly the matching cursors; the next load re-reads
     those scopes from the start date."""
     sim = make_sim(edition="cloud")
     window = ("--start-date", "2026-05-01", "--end-date", "2026-06-01")
-    loaded = run(sim, tmp_path, "load", "--levels", "repository", "--resources", "commits",
-                 *window)
+    loaded = run(sim, tmp_path, "load", "--levels", "repository", "--resources", "commits", *window)
     assert loaded.returncode == 0, loaded.stderr
     state = run(sim, tmp_path, "state").stdout.splitlines()
     cursors = [line for line in state if ": cursor date_local = " in line]
@@ -70,12 +90,13 @@ def test_state_shows_cursors_and_reset_forgets_them(
     assert forgotten and all(f"commits.repository:{r}: cursor" not in after for r in forgotten)
     assert all(f"commits.repository:{r}: cursor" in after for r in repos - forgotten)
     sim.reset_requests()
-    again = run(sim, tmp_path, "load", "--levels", "repository", "--resources", "commits",
-                *window)
+    again = run(sim, tmp_path, "load", "--levels", "repository", "--resources", "commits", *window)
     assert again.returncode == 0, again.stderr
-    since = {entry["path"].split("/repos/")[1].split("/")[0]: entry["params"]["since_date"]
-             for entry in sim.requests()["log"]
-             if entry["endpoint"] == "commits.list.repository"}
+    since = {
+        entry["path"].split("/repos/")[1].split("/")[0]: entry["params"]["since_date"]
+        for entry in sim.requests()["log"]
+        if entry["endpoint"] == "commits.list.repository"
+    }
     for repo in forgotten:
         assert since[repo] == "2026-04-29T22:00:00+00:00"  # start date minus the 26 h slack
     for repo in repos - forgotten:

@@ -46,17 +46,35 @@ PR_STATES = {"cloud": 4, "server": 3}  # reconciled pull-request states per repo
 # --------------------------------------------------------------------------------------------
 # helpers: the command line with the parquet destination, Delta tables read back
 # --------------------------------------------------------------------------------------------
-def run_parquet(folder: Path, env: Mapping[str, str], *command: str,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_parquet(
+    folder: Path, env: Mapping[str, str], *command: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """A parquet run whose files (lake, state, report) are all in `folder`; the report goes
     next to the --duckdb path, which parquet never writes."""
-    return run_cli(folder, env, "--destination", "parquet", "--parquet-dir",
-                   str(folder / "lake"), *command, timeout=timeout)
+    return run_cli(
+        folder,
+        env,
+        "--destination",
+        "parquet",
+        "--parquet-dir",
+        str(folder / "lake"),
+        *command,
+        timeout=timeout,
+    )
 
 
 def backfill_command(*extra: str) -> tuple[str, ...]:
-    return ("backfill", "--since", SINCE.date().isoformat(), "--until",
-            CLOCK.date().isoformat(), "--window-days", str(WINDOW_DAYS), *SCOPES, *extra)
+    return (
+        "backfill",
+        "--since",
+        SINCE.date().isoformat(),
+        "--until",
+        CLOCK.date().isoformat(),
+        "--window-days",
+        str(WINDOW_DAYS),
+        *SCOPES,
+        *extra,
+    )
 
 
 def table_path(lake: Path, table: str) -> Path:
@@ -66,7 +84,8 @@ def table_path(lake: Path, table: str) -> Path:
 def delta_rows(lake: Path, table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """A Delta table's rows (the named columns), as deltalake reads them."""
     data = deltalake.DeltaTable(str(table_path(lake, table))).to_pyarrow_table(
-        columns=list(columns))
+        columns=list(columns)
+    )
     return list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
 
 
@@ -78,8 +97,10 @@ def delta_snapshot(lake: Path) -> dict[str, tuple[int, Counter[tuple[Any, ...]]]
             continue
         table = deltalake.DeltaTable(str(folder))
         data = table.to_pyarrow_table()
-        out[folder.name] = (table.version(), Counter(
-            zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True)))
+        out[folder.name] = (
+            table.version(),
+            Counter(zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True)),
+        )
     return out
 
 
@@ -98,9 +119,9 @@ def assert_delta_equal_truth(lake: Path, sim: Simulator, edition: str) -> None:
         row = spec.commit_row(commit)
         at = spec.commit_time(commit)
         if allowed[0] <= at < allowed[1]:
-            expected[row[:spec.key_width]] = row
+            expected[row[: spec.key_width]] = row
         if SINCE <= at < CLOCK:
-            must.add(row[:spec.key_width])
+            must.add(row[: spec.key_width])
     assert must, "the range holds no truth commit: the test would prove nothing"
     missing, extra = must - set(got), set(got) - set(expected)
     assert not missing, f"{len(missing)} truth commits not loaded, e.g. {sorted(missing)[:3]}"
@@ -109,11 +130,17 @@ def assert_delta_equal_truth(lake: Path, sim: Simulator, edition: str) -> None:
     assert not wrong, f"{len(wrong)} commits differ from truth, e.g. {wrong[:2]}"
 
     parents = keyed(delta_rows(lake, spec.parents, spec.parent_key), len(spec.parent_key))
-    assert parents and {k[:spec.key_width] for k in parents} <= set(got)
+    assert parents and {k[: spec.key_width] for k in parents} <= set(got)
 
     updated = spec.pr_columns.index("updated_at")
-    truth_prs = keyed([row for row in map(spec.pr_row, sim.truth("pull-requests"))
-                       if SINCE <= row[updated] < CLOCK], spec.key_width)
+    truth_prs = keyed(
+        [
+            row
+            for row in map(spec.pr_row, sim.truth("pull-requests"))
+            if SINCE <= row[updated] < CLOCK
+        ],
+        spec.key_width,
+    )
     assert truth_prs, "the range holds no truth pull request: the test would prove nothing"
     got_prs = keyed(delta_rows(lake, spec.prs, spec.pr_columns), spec.key_width)
     assert set(got_prs) == set(truth_prs)
@@ -132,9 +159,13 @@ def assert_all_windows_loaded(stdout: str) -> None:
     assert "backfill done: 4 windows, 0 already finished before" in stdout.splitlines()
 
 
-def assert_clean_reconciled_report(done: subprocess.CompletedProcess[str], report_file: Path,
-                                   report_text: str | None, sim: Simulator,
-                                   edition: str) -> None:
+def assert_clean_reconciled_report(
+    done: subprocess.CompletedProcess[str],
+    report_file: Path,
+    report_text: str | None,
+    sim: Simulator,
+    edition: str,
+) -> None:
     """Exit 0; the report JSON has one loaded entry per planned window and a reconciliation
     over the Delta tables with every repository, window and measure checked and no mismatch;
     stdout has the PASSED verdict with that number of checks."""
@@ -142,7 +173,8 @@ def assert_clean_reconciled_report(done: subprocess.CompletedProcess[str], repor
     assert report_text is not None, f"no run report at {report_file}"
     report = json.loads(report_text)
     assert [tuple(entry["window"]) for entry in report["backfill"]] == [
-        (start.isoformat(), end.isoformat()) for start, end in PLANNED]
+        (start.isoformat(), end.isoformat()) for start, end in PLANNED
+    ]
     assert all(entry["resumed"] is False and entry["report"] for entry in report["backfill"])
     check = report["reconciliation"]
     assert check is not None, "the backfill was not reconciled"
@@ -152,9 +184,13 @@ def assert_clean_reconciled_report(done: subprocess.CompletedProcess[str], repor
     assert not [d for d in check["differences"] if d["verdict"] == "mismatch"], check
     if edition == "server":  # UTC times: no edge tolerance, so no difference at all
         assert check["differences"] == [], check
-    assert any(line.startswith("reconciliation with the API's statistics: PASSED "
-                               f"({check['checked']} checks, 0 mismatches")
-               for line in done.stdout.splitlines()), done.stdout
+    assert any(
+        line.startswith(
+            "reconciliation with the API's statistics: PASSED "
+            f"({check['checked']} checks, 0 mismatches"
+        )
+        for line in done.stdout.splitlines()
+    ), done.stdout
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,9 +236,17 @@ def cloud_backfill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parquet
         before = sim.requests()["total"]
         again = run_parquet(folder, env, *backfill_command())
         again_log = log_since(sim, before)
-        yield ParquetBackfill(sim, folder, first, first_report, tables, again,
-                              read_report(report_file), again_log,
-                              delta_snapshot(folder / "lake"))
+        yield ParquetBackfill(
+            sim,
+            folder,
+            first,
+            first_report,
+            tables,
+            again,
+            read_report(report_file),
+            again_log,
+            delta_snapshot(folder / "lake"),
+        )
 
 
 def test_cloud_backfill_lands_the_truth_in_delta_tables(cloud_backfill: ParquetBackfill) -> None:
@@ -217,7 +261,8 @@ def test_cloud_backfill_lands_the_truth_in_delta_tables(cloud_backfill: ParquetB
 
 
 def test_cloud_backfill_exits_0_and_reconciles_the_delta_tables(
-        cloud_backfill: ParquetBackfill) -> None:
+    cloud_backfill: ParquetBackfill,
+) -> None:
     """The same first run exits 0 and its report (next to the --duckdb path) has one entry per
     window and a reconciliation over the Delta tables: every repository, window and measure
     checked, no mismatch, and the PASSED verdict on stdout."""
@@ -235,15 +280,17 @@ def test_cloud_backfill_rerun_skips_every_window(cloud_backfill: ParquetBackfill
     assert sorted(lines) == [1, 2, 3, 4], b.again.stdout
     assert all(what == "finished earlier, skipped" for _, _, what in lines.values())
     assert "backfill done: 4 windows, 4 already finished before" in b.again.stdout.splitlines()
-    listed = [e for e in b.again_log if e["endpoint"].startswith(("commits.list.",
-                                                                  "pull-requests.list."))]
+    listed = [
+        e for e in b.again_log if e["endpoint"].startswith(("commits.list.", "pull-requests.list."))
+    ]
     assert not listed, f"finished windows were read again: {listed[:3]}"
     assert b.tables and all(rows for _, rows in b.tables.values())
     assert b.again_tables == b.tables
     assert b.again_report is not None
     report = json.loads(b.again_report)
     assert [(tuple(e["window"]), e["resumed"], e["report"]) for e in report["backfill"]] == [
-        ((start.isoformat(), end.isoformat()), True, None) for start, end in PLANNED]
+        ((start.isoformat(), end.isoformat()), True, None) for start, end in PLANNED
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,7 +315,8 @@ def server_backfill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
 
 
 def test_server_parallel_backfill_lands_the_truth_in_delta_tables(
-        server_backfill: ServerBackfill) -> None:
+    server_backfill: ServerBackfill,
+) -> None:
     """Three windows written at once into the same Delta tables lose nothing and duplicate
     nothing: every window loaded, and the server commit and pull-request tables equal the truth
     of the range by key and value, each key once."""
@@ -278,9 +326,9 @@ def test_server_parallel_backfill_lands_the_truth_in_delta_tables(
 
 
 def test_server_parallel_backfill_exits_0_and_reconciles_exactly(
-        server_backfill: ServerBackfill) -> None:
+    server_backfill: ServerBackfill,
+) -> None:
     """The parallel server backfill exits 0 with a clean reconciliation over the Delta tables:
     every repository, window and measure checked and (UTC times) not one difference."""
     b = server_backfill
-    assert_clean_reconciled_report(b.done, b.folder / "data.report.json", b.report, b.sim,
-                                   "server")
+    assert_clean_reconciled_report(b.done, b.folder / "data.report.json", b.report, b.sim, "server")

@@ -25,9 +25,22 @@ from tests.conftest import FIXED_NOW
 from tests.extractor.test_backfill import cli_args, cli_env
 
 WINDOWS = 5  # 2026-03-01 .. 2026-06-01 in 20-day windows
-BACKFILL = ("backfill", "--since", "2026-03-01", "--until", "2026-06-01", "--window-days",
-            "20", "--parallel-windows", "1", "--levels", "repository", "--resources",
-            "commits", "--no-reconcile")
+BACKFILL = (
+    "backfill",
+    "--since",
+    "2026-03-01",
+    "--until",
+    "2026-06-01",
+    "--window-days",
+    "20",
+    "--parallel-windows",
+    "1",
+    "--levels",
+    "repository",
+    "--resources",
+    "commits",
+    "--no-reconcile",
+)
 WARNING = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\|\[WARNING\]\|")
 FIRST_WINDOW_LINE = re.compile(rf"window \d+/{WINDOWS} \[")
 WINDOWS_AT_ZERO = re.compile(rf"windows:\s+0%\|[^|\n]*\|\s*0/{WINDOWS}\b")
@@ -35,15 +48,23 @@ WINDOWS_AT_ZERO = re.compile(rf"windows:\s+0%\|[^|\n]*\|\s*0/{WINDOWS}\b")
 IN_PLACE = re.compile(r"\x1b\[[0-9;]*[ABKm]")
 
 
-def run_on_terminal(folder: Path, env: Mapping[str, str], *command: str,
-                    timeout: float = 120) -> tuple[int, str]:
+def run_on_terminal(
+    folder: Path, env: Mapping[str, str], *command: str, timeout: float = 120
+) -> tuple[int, str]:
     """The command's exit code and all it wrote to a 120 x 40 pseudo-terminal."""
     folder.mkdir(parents=True, exist_ok=True)
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     sized = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
-    process = subprocess.Popen(cli_args(folder, *command), env=sized, cwd=folder,
-                               stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    process = subprocess.Popen(
+        cli_args(folder, *command),
+        env=sized,
+        cwd=folder,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
@@ -72,7 +93,7 @@ def at_line_start(shown: str, position: int) -> bool:
     """Whether a terminal's cursor is in the first column when `position` is written: only
     escape sequences that keep the column came since the last carriage return or newline."""
     last = max(shown.rfind("\r", 0, position), shown.rfind("\n", 0, position))
-    return IN_PLACE.sub("", shown[last + 1:position]) == ""
+    return IN_PLACE.sub("", shown[last + 1 : position]) == ""
 
 
 def test_bars_on_a_terminal_keep_warnings_apart(tmp_path: Path) -> None:
@@ -82,8 +103,19 @@ def test_bars_on_a_terminal_keep_warnings_apart(tmp_path: Path) -> None:
     bar drawn into it; waited seconds are a figure after the retries (`waited N.N s`), not a
     bar counting them in `it/s`."""
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
-        sim.set_faults({"rules": [{"kind": "429", "rate": 1, "count": 2, "retry_after": 1,
-                                   "match": "commits.list.repository"}]})
+        sim.set_faults(
+            {
+                "rules": [
+                    {
+                        "kind": "429",
+                        "rate": 1,
+                        "count": 2,
+                        "retry_after": 1,
+                        "match": "commits.list.repository",
+                    }
+                ]
+            }
+        )
         code, shown = run_on_terminal(tmp_path, cli_env(sim), *BACKFILL)
         retried = [e for e in sim.requests()["log"] if e["fault"] == "429"]
     assert code == 0, shown[-3000:]
@@ -94,14 +126,15 @@ def test_bars_on_a_terminal_keep_warnings_apart(tmp_path: Path) -> None:
     warnings = list(WARNING.finditer(shown))
     before = [w for w in warnings if w.start() < first_window.start()]
     assert len(warnings) == 2 and before, shown[:3000]
-    assert WINDOWS_AT_ZERO.search(shown, 0, before[0].start()), shown[:before[0].start()]
+    assert WINDOWS_AT_ZERO.search(shown, 0, before[0].start()), shown[: before[0].start()]
     for warning in before:
-        assert WINDOWS_AT_ZERO.search(shown, warning.end(), first_window.start()), \
-            shown[warning.start():first_window.start()]
+        assert WINDOWS_AT_ZERO.search(shown, warning.end(), first_window.start()), shown[
+            warning.start() : first_window.start()
+        ]
 
     for warning in warnings:
-        assert at_line_start(shown, warning.start()), shown[warning.start() - 300:warning.end()]
-        line = shown[warning.start():shown.index("\n", warning.start())]
+        assert at_line_start(shown, warning.start()), shown[warning.start() - 300 : warning.end()]
+        line = shown[warning.start() : shown.index("\n", warning.start())]
         assert "retrying commits.repository:" in line and "HTTP 429" in line, line
         assert "\x1b" not in line and "it/s" not in line, line
 

@@ -43,17 +43,25 @@ class StatisticsTable:
 STATISTICS: dict[str, dict[str, StatisticsTable]] = {
     "cloud": {
         "pull-requests.statistics.repository": StatisticsTable(
-            "cloud_pull_request_statistics", "scope", True, 5),
+            "cloud_pull_request_statistics", "scope", True, 5
+        ),
         "commits.changes-statistics.repository": StatisticsTable(
-            "cloud_commit_change_statistics", "repository_slug", False, 3)},
+            "cloud_commit_change_statistics", "repository_slug", False, 3
+        ),
+    },
     "server": {
         "pull-requests.statistics.repository": StatisticsTable(
-            "server_pull_request_statistics", "scope", True, 4),
+            "server_pull_request_statistics", "scope", True, 4
+        ),
         "commits.statistics.repository": StatisticsTable(
-            "server_commit_statistics", "scope", True, 3)},
+            "server_commit_statistics", "scope", True, 3
+        ),
+    },
 }
-RESOURCES = {"cloud": ["pull_request_statistics", "change_statistics"],
-             "server": ["pull_request_statistics", "commit_statistics"]}
+RESOURCES = {
+    "cloud": ["pull_request_statistics", "change_statistics"],
+    "server": ["pull_request_statistics", "commit_statistics"],
+}
 # Daily rows, an explicit choice (the default is month): many rows of a window, some written
 # by the run's look-back and some only by the earlier load.
 GRAIN = "day"
@@ -86,16 +94,20 @@ def asked(log: list[dict[str, Any]], edition: str) -> Counter[RowKey]:
     return found
 
 
-def stored(rows: Callable[[str], list[tuple[Any, ...]]], edition: str,
-           window: tuple[datetime, datetime] | None = None) -> dict[RowKey, str | None]:
+def stored(
+    rows: Callable[[str], list[tuple[Any, ...]]],
+    edition: str,
+    window: tuple[datetime, datetime] | None = None,
+) -> dict[RowKey, str | None]:
     """The stored repository-level daily rows (overlapping `window`, when given), each with
     the id of the load that wrote it."""
     found: dict[RowKey, str | None] = {}
     for endpoint, t in STATISTICS[edition].items():
         level = " AND level = 'repository'" if t.level_column else ""
         for scope, start, end, load_id in rows(
-                f'SELECT "{t.scope_column}", period_start, period_end, _dlt_load_id '
-                f"FROM {t.table} WHERE period = '{GRAIN}'{level}"):
+            f'SELECT "{t.scope_column}", period_start, period_end, _dlt_load_id '
+            f"FROM {t.table} WHERE period = '{GRAIN}'{level}"
+        ):
             start, end = start.astimezone(UTC), end.astimezone(UTC)
             if window is None or (start < window[1] and end > window[0]):
                 found[(endpoint, str(scope), start)] = load_id
@@ -109,8 +121,8 @@ def measures_of(keys: set[RowKey], edition: str) -> int:
 @pytest.mark.parametrize("destination", DESTINATIONS)
 @pytest.mark.parametrize("edition", ["cloud", "server"])
 def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
-        edition: str, destination: str, make_sim: Callable[..., Simulator],
-        tmp_path: Path) -> None:
+    edition: str, destination: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """An earlier load of the repository-level daily statistics from 2026-03-01, then the same
     load again (it re-reads its look-back). Reconciled with the second load's ids over the
     two weeks before the clock: the rows that load wrote are not asked for (they are the
@@ -118,8 +130,7 @@ def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
     and compared; the verdict counts both."""
     sim = make_sim(edition=edition)
     loader = Loader(sim, tmp_path, destination)
-    scopes = {"levels": ["repository"], "resources": RESOURCES[edition],
-              "statistics_period": GRAIN}
+    scopes = {"levels": ["repository"], "resources": RESOURCES[edition], "statistics_period": GRAIN}
     earlier = loader.load(**scopes)
     assert earlier.info is not None and not earlier.report.skips
     run = loader.load(**scopes)
@@ -147,29 +158,46 @@ def test_reconcile_asks_again_only_for_rows_the_run_did_not_write(
     assert requests == Counter(older)
     assert check.ok and check.differences == [], check.as_dict()
     assert check.checked == measures_of(older, edition)
-    assert check.as_dict()["statistics_rows"] == {"written_by_run": len(own),
-                                                  "rechecked": len(older)}
+    assert check.as_dict()["statistics_rows"] == {
+        "written_by_run": len(own),
+        "rechecked": len(older),
+    }
     assert check.summary()[0] == (
         f"{VERDICT}PASSED ({check.checked} checks, 0 mismatches; {len(own)} statistics rows "
-        f"written by this run from the API's answers, {len(older)} older rows re-checked)")
+        f"written by this run from the API's answers, {len(older)} older rows re-checked)"
+    )
 
 
-def test_cli_backfill_asks_no_statistics_row_twice(make_sim: Callable[..., Simulator],
-                                                   tmp_path: Path) -> None:
+def test_cli_backfill_asks_no_statistics_row_twice(
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """`repo-analytics backfill` of the repository-level daily statistics alone, in three
     windows: each stored row is asked for once, by the window that loaded it; the
     reconciliation after the windows asks for none of them again (they are this run's), and
     says so."""
     sim = make_sim(edition="cloud")
     before = sim.requests()["total"]
-    done = run_cli(tmp_path, cli_env(sim), "backfill", "--since", "2026-05-01", "--until",
-                   "2026-05-31", "--window-days", "10", "--levels", "repository",
-                   "--resources", ",".join(RESOURCES["cloud"]), "--statistics-period", GRAIN)
+    done = run_cli(
+        tmp_path,
+        cli_env(sim),
+        "backfill",
+        "--since",
+        "2026-05-01",
+        "--until",
+        "2026-05-31",
+        "--window-days",
+        "10",
+        "--levels",
+        "repository",
+        "--resources",
+        ",".join(RESOURCES["cloud"]),
+        "--statistics-period",
+        GRAIN,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     log = log_since(sim, before)
     statistics = [e for e in log if "statistics" in e["endpoint"]]
-    repeated = Counter((e["path"], json.dumps(e["params"], sort_keys=True))
-                       for e in statistics)
+    repeated = Counter((e["path"], json.dumps(e["params"], sort_keys=True)) for e in statistics)
     assert [key for key, count in repeated.items() if count > 1] == []
 
     def rows(sql: str) -> list[tuple[Any, ...]]:
@@ -178,9 +206,13 @@ def test_cli_backfill_asks_no_statistics_row_twice(make_sim: Callable[..., Simul
     held = stored(rows, "cloud")
     assert len(held) > 30 and Counter(held.keys()) == asked(log, "cloud")
     verdict = [line for line in done.stdout.splitlines() if line.startswith(VERDICT)]
-    assert verdict == [f"{VERDICT}PASSED (0 checks, 0 mismatches; {len(held)} statistics "
-                       "rows written by this run from the API's answers, 0 older rows "
-                       "re-checked)"], done.stdout
+    assert verdict == [
+        f"{VERDICT}PASSED (0 checks, 0 mismatches; {len(held)} statistics "
+        "rows written by this run from the API's answers, 0 older rows "
+        "re-checked)"
+    ], done.stdout
     report: Mapping[str, Any] = json.loads((tmp_path / "data.report.json").read_text())
-    assert report["reconciliation"]["statistics_rows"] == {"written_by_run": len(held),
-                                                           "rechecked": 0}
+    assert report["reconciliation"]["statistics_rows"] == {
+        "written_by_run": len(held),
+        "rechecked": 0,
+    }

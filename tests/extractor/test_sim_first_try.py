@@ -40,8 +40,9 @@ class SimProcess:
     def __init__(self, stderr: Path, *args: str) -> None:
         self.started = time.time()
         self.errors = stderr.open("w")
-        self.process = subprocess.Popen([str(CLI), "sim", *args], stdout=subprocess.PIPE,
-                                        stderr=self.errors, text=True)
+        self.process = subprocess.Popen(
+            [str(CLI), "sim", *args], stdout=subprocess.PIPE, stderr=self.errors, text=True
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self.read, daemon=True).start()
 
@@ -91,8 +92,7 @@ def rows(db_file: Path, sql: str) -> set[tuple[Any, ...]]:
         return set(con.execute(sql).fetchall())
 
 
-def test_sim_then_the_printed_load_lands_the_window(server_cli: SimProcess,
-                                                     tmp_path: Path) -> None:
+def test_sim_then_the_printed_load_lands_the_window(server_cli: SimProcess, tmp_path: Path) -> None:
     banner = server_cli.next_line()
     assert banner.startswith("repo-analytics simulator: edition=server ")
     control = dict(re.findall(r"(\w+)=(\S+)", banner))["control"]
@@ -114,21 +114,36 @@ def test_sim_then_the_printed_load_lands_the_window(server_cli: SimProcess,
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     db_file = tmp_path / "data.duckdb"
     done = subprocess.run(
-        [str(CLI), "--duckdb", str(db_file), "--pipelines-dir", str(tmp_path / "pipelines"),
-         "--schemas-dir", str(tmp_path / "schemas"), *words[1:]],
-        env={**clean, **env}, cwd=tmp_path, text=True, capture_output=True, timeout=300,
-        check=False)
+        [
+            str(CLI),
+            "--duckdb",
+            str(db_file),
+            "--pipelines-dir",
+            str(tmp_path / "pipelines"),
+            "--schemas-dir",
+            str(tmp_path / "schemas"),
+            *words[1:],
+        ],
+        env={**clean, **env},
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
     start = end - DEFAULT_DAYS
-    commits = {(c["repository"]["project"]["key"], c["repository"]["slug"], c["id"])
-               for c in requests.get(control + "truth/commits", timeout=30).json()
-               if start <= datetime.fromisoformat(c["authorTimestamp"]) < end}
-    prs = {(p["toRef"]["repository"]["project"]["key"], p["toRef"]["repository"]["slug"],
-            p["id"])
-           for p in requests.get(control + "truth/pull-requests", timeout=30).json()
-           if start <= datetime.fromtimestamp(p["updatedDate"] / 1000, UTC) < end}
+    commits = {
+        (c["repository"]["project"]["key"], c["repository"]["slug"], c["id"])
+        for c in requests.get(control + "truth/commits", timeout=30).json()
+        if start <= datetime.fromisoformat(c["authorTimestamp"]) < end
+    }
+    prs = {
+        (p["toRef"]["repository"]["project"]["key"], p["toRef"]["repository"]["slug"], p["id"])
+        for p in requests.get(control + "truth/pull-requests", timeout=30).json()
+        if start <= datetime.fromtimestamp(p["updatedDate"] / 1000, UTC) < end
+    }
     assert len(commits) > 50 and len(prs) > 5  # not an empty window
     assert rows(db_file, "SELECT project_key, repository_slug, id FROM server_commits") == commits
-    assert rows(db_file, "SELECT project_key, repository_slug, id "
-                         "FROM server_pull_requests") == prs
+    assert rows(db_file, "SELECT project_key, repository_slug, id FROM server_pull_requests") == prs

@@ -60,16 +60,33 @@ def commit_facts(sim: Simulator, edition: str) -> list[tuple[list[Scope], dateti
     repository level only (endpoint 10); self-hosted: every level, a user's alias e-mails
     included."""
     if edition == "cloud":
-        return [([("repository", c["repository"]["slug"])], from_z(c["_sim"]["instant"]),
-                 c["lines"]["added"], c["lines"]["deleted"]) for c in sim.truth("commits")]
+        return [
+            (
+                [("repository", c["repository"]["slug"])],
+                from_z(c["_sim"]["instant"]),
+                c["lines"]["added"],
+                c["lines"]["deleted"],
+            )
+            for c in sim.truth("commits")
+        ]
     out = []
     for c in sim.truth("commits"):
         repo = c["repository"]
         key = repo["project"]["key"]
-        scopes = [("global", "global"), ("project", key), ("repository", f"{key}/{repo['slug']}"),
-                  ("user", c["_sim"]["user"])]
-        out.append(([s for s in scopes if s[1] is not None], from_z(c["authorTimestamp"]),
-                    c["linesOfCode"]["added"], c["linesOfCode"]["deleted"]))
+        scopes = [
+            ("global", "global"),
+            ("project", key),
+            ("repository", f"{key}/{repo['slug']}"),
+            ("user", c["_sim"]["user"]),
+        ]
+        out.append(
+            (
+                [s for s in scopes if s[1] is not None],
+                from_z(c["authorTimestamp"]),
+                c["linesOfCode"]["added"],
+                c["linesOfCode"]["deleted"],
+            )
+        )
     return out
 
 
@@ -78,30 +95,39 @@ def pull_request_facts(sim: Simulator, edition: str) -> list[tuple[list[Scope], 
     out = []
     for p in sim.truth("pull-requests"):
         if edition == "cloud":
-            scopes = [("workspace", sim.info()["workspace"]),
-                      ("repository", p["destination"]["repository"]["slug"]),
-                      ("user", p["author"]["uuid"])]
+            scopes = [
+                ("workspace", sim.info()["workspace"]),
+                ("repository", p["destination"]["repository"]["slug"]),
+                ("user", p["author"]["uuid"]),
+            ]
             out.append((scopes, from_ms(p["_sim"]["created_ms"]), p["state"]))
         else:
             repo = p["toRef"]["repository"]
             key = repo["project"]["key"]
-            scopes = [("global", "global"), ("project", key),
-                      ("repository", f"{key}/{repo['slug']}"),
-                      ("user", p["author"]["user"]["name"])]
+            scopes = [
+                ("global", "global"),
+                ("project", key),
+                ("repository", f"{key}/{repo['slug']}"),
+                ("user", p["author"]["user"]["name"]),
+            ]
             out.append((scopes, from_ms(p["createdDate"]), p["state"]))
     return out
 
 
-STATES = {"cloud": ("open", "merged", "declined", "superseded"),
-          "server": ("open", "merged", "declined")}
+STATES = {
+    "cloud": ("open", "merged", "declined", "superseded"),
+    "server": ("open", "merged", "declined"),
+}
 
 
-def expected_months(sim: Simulator, edition: str, read: dict[str, set[Scope]]
-                    ) -> dict[str, dict[tuple[str, str, datetime], Row]]:
+def expected_months(
+    sim: Simulator, edition: str, read: dict[str, set[Scope]]
+) -> dict[str, dict[tuple[str, str, datetime], Row]]:
     """Per statistics view: (level, scope, month) -> the month's numbers, for every scope
     the run read (a month without activity: zeros)."""
     commits: dict[tuple[str, str, datetime], list[int]] = {
-        (*scope, m): [0, 0, 0] for scope in read["commit_statistics"] for m in MONTHS}
+        (*scope, m): [0, 0, 0] for scope in read["commit_statistics"] for m in MONTHS
+    }
     for scopes, at, added, deleted in commit_facts(sim, edition):
         for scope in scopes:
             row = commits.get((*scope, month_of(at)))
@@ -112,33 +138,46 @@ def expected_months(sim: Simulator, edition: str, read: dict[str, set[Scope]]
     states = STATES[edition]
     prs: dict[tuple[str, str, datetime], list[int]] = {
         (*scope, m): [0] * (1 + len(states))
-        for scope in read["pull_request_statistics"] for m in MONTHS}
+        for scope in read["pull_request_statistics"]
+        for m in MONTHS
+    }
     for scopes, at, state in pull_request_facts(sim, edition):
         for scope in scopes:
             row = prs.get((*scope, month_of(at)))
             if row is not None:
                 row[0] += 1
                 row[1 + states.index(state.lower())] += 1
-    return {"commit_statistics": {k: tuple(v) for k, v in commits.items()},
-            "pull_request_statistics": {k: tuple(v) for k, v in prs.items()}}
+    return {
+        "commit_statistics": {k: tuple(v) for k, v in commits.items()},
+        "pull_request_statistics": {k: tuple(v) for k, v in prs.items()},
+    }
 
 
-MEASURES = {"commit_statistics": "commits, lines_added, lines_deleted",
-            "pull_request_statistics": "pull_requests, {states}"}
+MEASURES = {
+    "commit_statistics": "commits, lines_added, lines_deleted",
+    "pull_request_statistics": "pull_requests, {states}",
+}
 
 
-def stored(db_file: Path, edition: str, views: tuple[str, ...] = tuple(MEASURES)
-           ) -> dict[str, dict[tuple[str, str, datetime], Row]]:
+def stored(
+    db_file: Path, edition: str, views: tuple[str, ...] = tuple(MEASURES)
+) -> dict[str, dict[tuple[str, str, datetime], Row]]:
     """Each statistics view's rows: (level, scope, period_start) -> (period, period_end,
     numbers); a key held twice fails."""
     out: dict[str, dict[tuple[str, str, datetime], Row]] = {}
     for view in views:
         measures = MEASURES[view]
-        rows = query(db_file, f"SELECT level, scope, period_start, period, period_end, "
-                              f"{measures.format(states=', '.join(STATES[edition]))} "
-                              f"FROM {view} WHERE edition = ?", [edition])
-        keyed = {(level, scope, start.astimezone(UTC)): (period, end.astimezone(UTC), *numbers)
-                 for level, scope, start, period, end, *numbers in rows}
+        rows = query(
+            db_file,
+            f"SELECT level, scope, period_start, period, period_end, "
+            f"{measures.format(states=', '.join(STATES[edition]))} "
+            f"FROM {view} WHERE edition = ?",
+            [edition],
+        )
+        keyed = {
+            (level, scope, start.astimezone(UTC)): (period, end.astimezone(UTC), *numbers)
+            for level, scope, start, period, end, *numbers in rows
+        }
         assert len(keyed) == len(rows), f"a {view} row is held twice"
         out[view] = keyed
     return out
@@ -172,16 +211,26 @@ class Backfilled:
 
 
 @pytest.fixture(scope="module", params=["cloud", "server"])
-def backfilled(request: pytest.FixtureRequest,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
+def backfilled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backfilled]:
     edition = request.param
     with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
         loader = Loader(sim, tmp_path_factory.mktemp(f"grain_{edition}"))
         first, first_log = backfill(loader, SINCE.date().isoformat(), None)  # the defaults
         rows = stored(loader.db_file, edition)
         inner, inner_log = backfill(loader, "2026-04-15", "2026-05-20")
-        yield Backfilled(edition, sim, loader, first, first_log, rows, inner, inner_log,
-                         stored(loader.db_file, edition))
+        yield Backfilled(
+            edition,
+            sim,
+            loader,
+            first,
+            first_log,
+            rows,
+            inner,
+            inner_log,
+            stored(loader.db_file, edition),
+        )
 
 
 def test_months_straddle_windows(backfilled: Backfilled) -> None:
@@ -190,8 +239,12 @@ def test_months_straddle_windows(backfilled: Backfilled) -> None:
     b = backfilled
     assert not b.first.partial and not b.inner.partial
     ends = [w.end for w in b.first.windows]
-    assert ends == [datetime(2026, 3, 31, tzinfo=UTC), datetime(2026, 4, 30, tzinfo=UTC),
-                    datetime(2026, 5, 30, tzinfo=UTC), CLOCK]
+    assert ends == [
+        datetime(2026, 3, 31, tzinfo=UTC),
+        datetime(2026, 4, 30, tzinfo=UTC),
+        datetime(2026, 5, 30, tzinfo=UTC),
+        CLOCK,
+    ]
     for month in MONTHS:
         assert sum(w.start < next_month(month) and w.end > month for w in b.first.windows) == 2
 
@@ -216,22 +269,32 @@ def test_month_rows_equal_truth(backfilled: Backfilled) -> None:
     b = backfilled
     read = {view: {key[:2] for key in keyed} for view, keyed in b.rows.items()}
     levels = {view: {level for level, _ in scopes} for view, scopes in read.items()}
-    assert levels == ({"commit_statistics": {"repository"},
-                       "pull_request_statistics": {"workspace", "repository", "user"}}
-                      if b.edition == "cloud" else
-                      {"commit_statistics": {"global", "project", "repository", "user"},
-                       "pull_request_statistics": {"global", "project", "repository", "user"}})
+    assert levels == (
+        {
+            "commit_statistics": {"repository"},
+            "pull_request_statistics": {"workspace", "repository", "user"},
+        }
+        if b.edition == "cloud"
+        else {
+            "commit_statistics": {"global", "project", "repository", "user"},
+            "pull_request_statistics": {"global", "project", "repository", "user"},
+        }
+    )
     scopes = read["pull_request_statistics"]
-    repositories = {r["slug"] if b.edition == "cloud" else f"{r['project']['key']}/{r['slug']}"
-                    for r in b.sim.truth("repositories")}
-    users = ({u["uuid"] for u in b.sim.truth("users")} if b.edition == "cloud"
-             else server_users(b.sim))
+    repositories = {
+        r["slug"] if b.edition == "cloud" else f"{r['project']['key']}/{r['slug']}"
+        for r in b.sim.truth("repositories")
+    }
+    users = (
+        {u["uuid"] for u in b.sim.truth("users")} if b.edition == "cloud" else server_users(b.sim)
+    )
     assert {s for level, s in scopes if level == "repository"} == repositories
     assert {s for level, s in scopes if level == "user"} == users
     expected = expected_months(b.sim, b.edition, read)
     for view, keyed in b.rows.items():
         assert {k: (row[0], row[1]) for k, row in keyed.items()} == {
-            k: ("month", next_month(k[2])) for k in expected[view]}, view
+            k: ("month", next_month(k[2])) for k in expected[view]
+        }, view
         assert {k: row[2:] for k, row in keyed.items()} == expected[view], view
         assert sum(row[0] for row in expected[view].values()) > 0
 
@@ -252,8 +315,9 @@ def test_partial_month_never_replaces_a_complete_one(backfilled: Backfilled) -> 
 # --------------------------------------------------------------------------------------------
 # nightly runs: the current month, partial, read again each night
 # --------------------------------------------------------------------------------------------
-def test_nightly_reads_the_current_month_each_night(make_sim: Callable[..., Simulator],
-                                                    tmp_path: Path) -> None:
+def test_nightly_reads_the_current_month_each_night(
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """Three nightly loads with the default grain, the clock moved a day, then half a day: each
     night stores the current month once, up to the run's end, with the truth's numbers, and
     completes the month before (late pushes into it included)."""
@@ -283,8 +347,11 @@ def test_nightly_reads_the_current_month_each_night(make_sim: Callable[..., Simu
         for key, (period, end, *numbers) in rows.items():
             assert (period, end) == ("month", min(next_month(key[2]), clock)), key
             assert tuple(numbers) == tuple(truth[key]), key
-    assert [night[0] for night in nights] == [CLOCK, CLOCK + timedelta(days=1),
-                                              CLOCK + timedelta(days=1, hours=12)]
+    assert [night[0] for night in nights] == [
+        CLOCK,
+        CLOCK + timedelta(days=1),
+        CLOCK + timedelta(days=1, hours=12),
+    ]
     # A repository's first night: every month from start_date (2026-03-01). Later nights, from
     # 3 days before the last run's end: May again (complete, late pushes included), and June
     # up to the night's end. (The first advance adds a repository: its first night.)

@@ -43,8 +43,10 @@ GRAINS = [GRAIN, "day"]
 def scopes_read(edition: str) -> dict[str, Any]:
     """What the runs read: pull requests and their statistics, by repository and at the top
     level (the refresh is the same at every level; fewer scopes keep the test quick)."""
-    return {"levels": ["repository", TOP_LEVEL[edition]],
-            "resources": ["pull_requests", "pull_request_statistics"]}
+    return {
+        "levels": ["repository", TOP_LEVEL[edition]],
+        "resources": ["pull_requests", "pull_request_statistics"],
+    }
 
 
 @dataclass(frozen=True)
@@ -68,19 +70,32 @@ class PrStatistics:
 
 EDITIONS = {
     "cloud": PrStatistics(
-        "cloud_pull_request_statistics", {"state": "all", "date_type": "created"},
-        "since_date", "until_date", "pull_requests",
+        "cloud_pull_request_statistics",
+        {"state": "all", "date_type": "created"},
+        "since_date",
+        "until_date",
+        "pull_requests",
         ("declined", "merged", "open", "superseded"),
-        {"workspace": "/workspace/{workspace}/pull-requests/statistics",
-         "repository": "/workspace/{workspace}/repos/{slug}/pull-requests/statistics",
-         "user": "/workspace/{workspace}/users/{scope}/pull-requests/statistics"}),
+        {
+            "workspace": "/workspace/{workspace}/pull-requests/statistics",
+            "repository": "/workspace/{workspace}/repos/{slug}/pull-requests/statistics",
+            "user": "/workspace/{workspace}/users/{scope}/pull-requests/statistics",
+        },
+    ),
     "server": PrStatistics(
-        "server_pull_request_statistics", {"state": "all", "dateType": "created"},
-        "sinceDate", "untilDate", "pullRequests", ("declined", "merged", "open"),
-        {"global": "/pull-requests/statistics",
-         "project": "/projects/{scope}/pull-requests/statistics",
-         "repository": "/projects/{project}/repos/{slug}/pull-requests/statistics",
-         "user": "/users/{scope}/pull-requests/statistics"}),
+        "server_pull_request_statistics",
+        {"state": "all", "dateType": "created"},
+        "sinceDate",
+        "untilDate",
+        "pullRequests",
+        ("declined", "merged", "open"),
+        {
+            "global": "/pull-requests/statistics",
+            "project": "/projects/{scope}/pull-requests/statistics",
+            "repository": "/projects/{project}/repos/{slug}/pull-requests/statistics",
+            "user": "/users/{scope}/pull-requests/statistics",
+        },
+    ),
 }
 
 
@@ -95,33 +110,48 @@ def backfill_args(loader: Loader, **overrides: Any) -> dict[str, Any]:
     return args
 
 
-def stored_rows(loader: Loader, grain: str = GRAIN
-                ) -> dict[tuple[str, str, datetime], tuple[Any, ...]]:
+def stored_rows(
+    loader: Loader, grain: str = GRAIN
+) -> dict[tuple[str, str, datetime], tuple[Any, ...]]:
     """(level, scope, period_start) -> (period_end, pull requests, counts by state), of the
     rows of one grain."""
     spec = EDITIONS[loader.sim.config.edition]
-    columns = ", ".join(("level", "scope", "period_start", "period_end", "pull_requests",
-                         *spec.states))
-    return {(level, scope, start.astimezone(UTC)): (end.astimezone(UTC), *counts)
-            for level, scope, start, end, *counts in loader.rows(
-                f"SELECT {columns} FROM {spec.table} WHERE period = '{grain}'")}
+    columns = ", ".join(
+        ("level", "scope", "period_start", "period_end", "pull_requests", *spec.states)
+    )
+    return {
+        (level, scope, start.astimezone(UTC)): (end.astimezone(UTC), *counts)
+        for level, scope, start, end, *counts in loader.rows(
+            f"SELECT {columns} FROM {spec.table} WHERE period = '{grain}'"
+        )
+    }
 
 
-def api_row(sim: Simulator, session: requests.Session, level: str, scope: str,
-            start: datetime, end: datetime) -> tuple[Any, ...]:
+def api_row(
+    sim: Simulator,
+    session: requests.Session,
+    level: str,
+    scope: str,
+    start: datetime,
+    end: datetime,
+) -> tuple[Any, ...]:
     """What the host answers now for one scope and period, in the stored row's shape."""
     spec = EDITIONS[sim.config.edition]
     workspace = sim.info().get("workspace") or ""
-    answer = session.get(sim.api_base + spec.path(level, scope, workspace), params={
-        **spec.params, spec.since: start.isoformat(), spec.until: end.isoformat()},
-        headers=sim.auth_headers, timeout=30)
+    answer = session.get(
+        sim.api_base + spec.path(level, scope, workspace),
+        params={**spec.params, spec.since: start.isoformat(), spec.until: end.isoformat()},
+        headers=sim.auth_headers,
+        timeout=30,
+    )
     answer.raise_for_status()
     body = answer.json()
     return (end, body[spec.total], *(body["state"][s] for s in spec.states))
 
 
-def stale_rows(loader: Loader, grain: str = GRAIN
-               ) -> dict[tuple[str, str, datetime], tuple[Any, Any]]:
+def stale_rows(
+    loader: Loader, grain: str = GRAIN
+) -> dict[tuple[str, str, datetime], tuple[Any, Any]]:
     """Every stored row of one grain that differs from the host's answer: (stored, API)."""
     wrong = {}
     with requests.Session() as session:
@@ -132,8 +162,9 @@ def stale_rows(loader: Loader, grain: str = GRAIN
     return wrong
 
 
-def old_changed_periods(sim: Simulator, answer: Mapping[str, Any], before: datetime,
-                        grain: str = GRAIN) -> set[tuple[str, datetime]]:
+def old_changed_periods(
+    sim: Simulator, answer: Mapping[str, Any], before: datetime, grain: str = GRAIN
+) -> set[tuple[str, datetime]]:
     """(repository slug, creation period) of the pull requests the advance changed that were
     created before `before` (and before the nightly's look-back): the periods only a backfill
     read."""
@@ -142,10 +173,12 @@ def old_changed_periods(sim: Simulator, answer: Mapping[str, Any], before: datet
     for pr in sim.truth("pull-requests"):
         facts = pr["_sim"]
         key = (facts.get("repo") or repository_slug(pr), pr["id"])
-        created = datetime.fromtimestamp((facts.get("created_ms") or pr["createdDate"]) / 1000,
-                                         UTC)
-        if key in changed and created < before and period_next(period_floor(
-                created, grain), grain) <= before:
+        created = datetime.fromtimestamp((facts.get("created_ms") or pr["createdDate"]) / 1000, UTC)
+        if (
+            key in changed
+            and created < before
+            and period_next(period_floor(created, grain), grain) <= before
+        ):
             found.add((key[0], period_floor(created, grain)))
     return found
 
@@ -166,16 +199,23 @@ class Refreshed:
     grain: str
 
 
-def backfill_then_nightly(sim: Simulator, folder: Path, destination: str = "duckdb",
-                          grain: str = GRAIN) -> Refreshed:
+def backfill_then_nightly(
+    sim: Simulator, folder: Path, destination: str = "duckdb", grain: str = GRAIN
+) -> Refreshed:
     """The whole tiny history backfilled; a day of activity; the nightly load with its
     default `start_date` (30 days back); statistics of one grain (month: the default)."""
     loader = Loader(sim, folder, destination)
     scopes = scopes_read(sim.config.edition)
     if grain != GRAIN:
         scopes["statistics_period"] = grain
-    result = run_backfill(loader.pipeline(), BACKFILL_SINCE, None, 30, now=clock_of(sim),
-                          **backfill_args(loader, **scopes))
+    result = run_backfill(
+        loader.pipeline(),
+        BACKFILL_SINCE,
+        None,
+        30,
+        now=clock_of(sim),
+        **backfill_args(loader, **scopes),
+    )
     assert not result.partial and len(result.windows) == 4
     answer = sim.advance(days=1)
     clock = clock_of(sim)
@@ -188,12 +228,13 @@ def backfill_then_nightly(sim: Simulator, folder: Path, destination: str = "duck
     return Refreshed(sim, loader, clock, old, backfilled, nightly.load_ids, grain)
 
 
-@pytest.mark.parametrize(("destination", "grain"),
-                         [*((d, GRAIN) for d in DESTINATIONS), ("duckdb", "day")])
+@pytest.mark.parametrize(
+    ("destination", "grain"), [*((d, GRAIN) for d in DESTINATIONS), ("duckdb", "day")]
+)
 @pytest.mark.parametrize("edition", ["cloud", "server"])
 def test_nightly_after_backfill_keeps_every_statistics_row_current(
-        edition: str, destination: str, grain: str, make_sim: Callable[..., Simulator],
-        tmp_path: Path) -> None:
+    edition: str, destination: str, grain: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """Backfill from 2026-03-01, advance a day (pull requests change state), nightly load:
     every stored pull-request statistics row equals the API's answer for its scope and
     period, including the creation periods older than the nightly's `start_date`; by month
@@ -201,8 +242,12 @@ def test_nightly_after_backfill_keeps_every_statistics_row_current(
     r = backfill_then_nightly(make_sim(edition=edition), tmp_path, destination, grain)
     rows = stored_rows(r.loader, grain)
     spec = EDITIONS[edition]
-    scope_of = {slug: scope for level, scope, _ in rows if level == "repository"
-                for slug in (scope.split("/")[-1],)}
+    scope_of = {
+        slug: scope
+        for level, scope, _ in rows
+        if level == "repository"
+        for slug in (scope.split("/")[-1],)
+    }
     for slug, start in r.old_periods:  # the periods of the issue's example are held
         assert ("repository", scope_of[slug], start) in rows, (slug, start)
     # every scope (5 repositories and the top level) and period of 2026-03-01 .. 2026-06-02
@@ -212,9 +257,9 @@ def test_nightly_after_backfill_keeps_every_statistics_row_current(
 
 
 @pytest.mark.parametrize("grain", GRAINS)
-def test_reconcile_reports_a_stale_statistics_row(grain: str,
-                                                  make_sim: Callable[..., Simulator],
-                                                  tmp_path: Path) -> None:
+def test_reconcile_reports_a_stale_statistics_row(
+    grain: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """A stored pull-request statistics row made stale (UPDATE) in a creation period older
     than the nightly's start, of a pull request the nightly read, and stamped with an
     earlier load's id (as a row the nightly did not write again): reconciliation after the
@@ -228,16 +273,22 @@ def test_reconcile_reports_a_stale_statistics_row(grain: str,
     clean = reconcile(str(r.loader.db_file), DATASET, [window], args, r.nightly_loads)
     assert clean.ok and clean.differences == [], clean.as_dict()
     slug, start = min(r.old_periods)
-    scope = next(s for (s,) in r.loader.rows(
-        "SELECT DISTINCT scope FROM server_pull_request_statistics WHERE level = 'repository'")
-        if s.split("/")[-1] == slug)
-    tamper(r.loader.db_file, "server_pull_request_statistics", scope, start, r.backfill_loads[0],
-           grain)
+    scope = next(
+        s
+        for (s,) in r.loader.rows(
+            "SELECT DISTINCT scope FROM server_pull_request_statistics WHERE level = 'repository'"
+        )
+        if s.split("/")[-1] == slug
+    )
+    tamper(
+        r.loader.db_file, "server_pull_request_statistics", scope, start, r.backfill_loads[0], grain
+    )
 
     check = reconcile(str(r.loader.db_file), DATASET, [window], args, r.nightly_loads)
     assert not check.ok
-    found = {(d.repository, d.window, d.measure): (d.api, d.landed, d.verdict)
-             for d in check.differences}
+    found = {
+        (d.repository, d.window, d.measure): (d.api, d.landed, d.verdict) for d in check.differences
+    }
     label = f"{start.date()}..{period_next(start, grain).date()}"
     key = (scope, label, "pull_request_statistics_open")
     assert set(found) == {key}, found
@@ -248,8 +299,9 @@ def test_reconcile_reports_a_stale_statistics_row(grain: str,
     assert check.checked == clean.checked + 4
 
 
-def tamper(db_file: Path, table: str, scope: str, start: datetime, load_id: str,
-           grain: str = GRAIN) -> None:
+def tamper(
+    db_file: Path, table: str, scope: str, start: datetime, load_id: str, grain: str = GRAIN
+) -> None:
     """One more `open` pull request in a stored row, and the id of an earlier load than the
     run's: a stale row some earlier run left (a row the run wrote is its own answer)."""
     with duckdb.connect(str(db_file)) as con:
@@ -257,13 +309,14 @@ def tamper(db_file: Path, table: str, scope: str, start: datetime, load_id: str,
         assert con.execute(
             f"UPDATE {table} SET open = open + 1, _dlt_load_id = ? WHERE level = 'repository' "
             "AND scope = ? AND period = ? AND period_start = ? RETURNING 1",
-            [load_id, scope, grain, start]).fetchall() == [(1,)]
+            [load_id, scope, grain, start],
+        ).fetchall() == [(1,)]
 
 
 @pytest.mark.parametrize("edition", ["cloud", "server"])
-def test_cli_exits_5_on_a_stale_statistics_row(edition: str,
-                                               make_sim: Callable[..., Simulator],
-                                               tmp_path: Path) -> None:
+def test_cli_exits_5_on_a_stale_statistics_row(
+    edition: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """A nightly load of the repository-level pull-request statistics alone, after a stored
     row of an old creation period (of a pull request updated in the run's look-back) was
     made stale: that run does not read the period again (it read no pull-request list), and
@@ -272,26 +325,60 @@ def test_cli_exits_5_on_a_stale_statistics_row(edition: str,
     r = backfill_then_nightly(make_sim(edition=edition), tmp_path)
     spec = EDITIONS[edition]
     slug, start = min(r.old_periods)
-    scope = next(s for (s,) in r.loader.rows(
-        f"SELECT DISTINCT scope FROM {spec.table} WHERE level = 'repository'")
-        if s.split("/")[-1] == slug)
+    scope = next(
+        s
+        for (s,) in r.loader.rows(
+            f"SELECT DISTINCT scope FROM {spec.table} WHERE level = 'repository'"
+        )
+        if s.split("/")[-1] == slug
+    )
     tamper(r.loader.db_file, spec.table, scope, start, r.backfill_loads[0])
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
-    env.update({"SOURCES__REPO_ANALYTICS__EDITION": edition,
-                "SOURCES__REPO_ANALYTICS__BASE_URL": r.sim.base_url})
+    env.update(
+        {
+            "SOURCES__REPO_ANALYTICS__EDITION": edition,
+            "SOURCES__REPO_ANALYTICS__BASE_URL": r.sim.base_url,
+        }
+    )
     if edition == "cloud":
-        env.update({"SOURCES__REPO_ANALYTICS__WORKSPACE": r.sim.info()["workspace"],
-                    "SOURCES__REPO_ANALYTICS__TOKEN": r.sim.config.token})
+        env.update(
+            {
+                "SOURCES__REPO_ANALYTICS__WORKSPACE": r.sim.info()["workspace"],
+                "SOURCES__REPO_ANALYTICS__TOKEN": r.sim.config.token,
+            }
+        )
     else:
-        env.update({"SOURCES__REPO_ANALYTICS__USERNAME": r.sim.config.username,
-                    "SOURCES__REPO_ANALYTICS__PASSWORD": r.sim.config.password})
+        env.update(
+            {
+                "SOURCES__REPO_ANALYTICS__USERNAME": r.sim.config.username,
+                "SOURCES__REPO_ANALYTICS__PASSWORD": r.sim.config.password,
+            }
+        )
     folder = r.loader.path
     done = subprocess.run(
-        [str(CLI), "--duckdb", str(r.loader.db_file), "--pipelines-dir",
-         str(folder / "pipelines"), "--schemas-dir", str(folder / "schemas"), "load",
-         "--levels", "repository", "--resources", "pull_request_statistics",
-         "--end-date", r.clock.isoformat()],
-        env=env, cwd=folder, text=True, capture_output=True, timeout=180, check=False)
+        [
+            str(CLI),
+            "--duckdb",
+            str(r.loader.db_file),
+            "--pipelines-dir",
+            str(folder / "pipelines"),
+            "--schemas-dir",
+            str(folder / "schemas"),
+            "load",
+            "--levels",
+            "repository",
+            "--resources",
+            "pull_request_statistics",
+            "--end-date",
+            r.clock.isoformat(),
+        ],
+        env=env,
+        cwd=folder,
+        text=True,
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 5, done.stdout + done.stderr
     label = f"{start.date()}..{period_next(start).date()}"
     assert f"mismatch {scope} {label} pull_request_statistics_open:" in done.stdout, done.stdout

@@ -49,25 +49,51 @@ UTC_TS: Final = pa.timestamp("us", tz="UTC")
 
 # --- the edition module: its table, as a new edition would write it ---------------------------
 
-COMMIT_PAGING: Final = NextLink(page_size_param="per_page", next_key="next_page_url",
-                                items_key="items")
-MERGE_REQUEST_PAGING: Final = StartLimit(start_param="offset", page_size_param="count",
-                                         last_page_key="done", next_start_key="next_offset",
-                                         items_key="results")
+COMMIT_PAGING: Final = NextLink(
+    page_size_param="per_page", next_key="next_page_url", items_key="items"
+)
+MERGE_REQUEST_PAGING: Final = StartLimit(
+    start_param="offset",
+    page_size_param="count",
+    last_page_key="done",
+    next_start_key="next_offset",
+    items_key="results",
+)
 FORGE_ENDPOINTS: Final = (
-    Endpoint("commits", "site", "list", "/commits", "forge_commits", ("repo", "sha"),
-             (column("repo", "repo.name", STR, nullable=False),
-              column("sha", "sha", STR, nullable=False),
-              column("author", "author.login", STR),
-              column("committed_at", "committed_at", UTC_TS, utc_from_iso, nullable=False)),
-             cursor="committed_at", page_size=3, paging=COMMIT_PAGING),
-    Endpoint("pull_requests", "site", "list", "/merge-requests", "forge_merge_requests",
-             ("repo", "number"),
-             (column("repo", "repo", STR, nullable=False),
-              column("number", "number", pa.int64(), nullable=False),
-              column("title", "title", STR),
-              column("updated_at", "updated_at", UTC_TS, utc_from_iso, nullable=False)),
-             cursor="updated_at", page_size=2, paging=MERGE_REQUEST_PAGING),
+    Endpoint(
+        "commits",
+        "site",
+        "list",
+        "/commits",
+        "forge_commits",
+        ("repo", "sha"),
+        (
+            column("repo", "repo.name", STR, nullable=False),
+            column("sha", "sha", STR, nullable=False),
+            column("author", "author.login", STR),
+            column("committed_at", "committed_at", UTC_TS, utc_from_iso, nullable=False),
+        ),
+        cursor="committed_at",
+        page_size=3,
+        paging=COMMIT_PAGING,
+    ),
+    Endpoint(
+        "pull_requests",
+        "site",
+        "list",
+        "/merge-requests",
+        "forge_merge_requests",
+        ("repo", "number"),
+        (
+            column("repo", "repo", STR, nullable=False),
+            column("number", "number", pa.int64(), nullable=False),
+            column("title", "title", STR),
+            column("updated_at", "updated_at", UTC_TS, utc_from_iso, nullable=False),
+        ),
+        cursor="updated_at",
+        page_size=2,
+        paging=MERGE_REQUEST_PAGING,
+    ),
 )
 
 
@@ -86,8 +112,15 @@ FORGE: Final = EditionSpec(
     since_param="after",
     until_param="before",
     error_message=forge_error_message,
-    error_rules=(ErrorRule("key_refused", "fatal", "the forge refused the key (HTTP {status}: "
-                           "{message}): set SOURCES__REPO_ANALYTICS__TOKEN", statuses=(401,)),),
+    error_rules=(
+        ErrorRule(
+            "key_refused",
+            "fatal",
+            "the forge refused the key (HTTP {status}: "
+            "{message}): set SOURCES__REPO_ANALYTICS__TOKEN",
+            statuses=(401,),
+        ),
+    ),
     error_envelope=ErrorEnvelope("problems"),
     endpoints=FORGE_ENDPOINTS,
     auth_headers=forge_auth,
@@ -118,8 +151,7 @@ class ForgeHost:
     requests: list[tuple[str, dict[str, str], dict[str, str]]] = field(default_factory=list)
     base_url: str = ""
 
-    def answer(self, path: str, query: dict[str, str], headers: dict[str, str]
-               ) -> tuple[int, Any]:
+    def answer(self, path: str, query: dict[str, str], headers: dict[str, str]) -> tuple[int, Any]:
         self.requests.append((path, query, headers))
         if headers.get("x-forge-key") != KEY:
             return 401, {"problems": [{"detail": "unknown key"}]}
@@ -127,32 +159,47 @@ class ForgeHost:
         assert after is not None and before is not None
 
         def window(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-            return sorted((i for i in items if after <= utc_from_iso(i[key]) < before),
-                          key=lambda i: str(i[key]))
+            return sorted(
+                (i for i in items if after <= utc_from_iso(i[key]) < before),
+                key=lambda i: str(i[key]),
+            )
 
         if path == "/api/v3/commits":
             items = window(self.commits, "committed_at")
             size, page = int(query["per_page"]), int(query.get("page", "1"))
-            body: dict[str, Any] = {"items": items[(page - 1) * size:page * size]}
+            body: dict[str, Any] = {"items": items[(page - 1) * size : page * size]}
             if page * size < len(items):
-                body["next_page_url"] = (f"{self.base_url}/api/v3/commits?"
-                                         + urlencode({**query, "page": page + 1}))
+                body["next_page_url"] = f"{self.base_url}/api/v3/commits?" + urlencode(
+                    {**query, "page": page + 1}
+                )
             return 200, body
         if path == "/api/v3/merge-requests":
             items = window(self.merge_requests, "updated_at")
             offset, count = int(query["offset"]), int(query["count"])
             done = offset + count >= len(items)
-            return 200, {"results": items[offset:offset + count], "done": done,
-                         **({} if done else {"next_offset": offset + count})}
+            return 200, {
+                "results": items[offset : offset + count],
+                "done": done,
+                **({} if done else {"next_offset": offset + count}),
+            }
         return 404, {"problems": [{"detail": f"no such path {path}"}]}
 
 
 @pytest.fixture
 def forge_host() -> Iterator[ForgeHost]:
-    commits = [{"sha": f"c{n:02d}", "repo": {"name": ("api", "web")[n % 2]},
-                "author": {"login": f"dev{n % 3}"}, "committed_at": at(n)} for n in range(7)]
-    merge_requests = [{"repo": ("api", "web")[n % 2], "number": n, "title": f"change {n}",
-                       "updated_at": at(n, 9)} for n in range(1, 6)]
+    commits = [
+        {
+            "sha": f"c{n:02d}",
+            "repo": {"name": ("api", "web")[n % 2]},
+            "author": {"login": f"dev{n % 3}"},
+            "committed_at": at(n),
+        }
+        for n in range(7)
+    ]
+    merge_requests = [
+        {"repo": ("api", "web")[n % 2], "number": n, "title": f"change {n}", "updated_at": at(n, 9)}
+        for n in range(1, 6)
+    ]
     host = ForgeHost(commits, merge_requests)
 
     class Handler(BaseHTTPRequestHandler):
@@ -193,10 +240,12 @@ def forge_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site"
     dist = site / "forge_edition-1.0.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: forge-edition\n"
-                                   "Version: 1.0\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nforge = {__name__}:FORGE\n",
-                                           encoding="utf-8")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: forge-edition\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (dist / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\nforge = {__name__}:FORGE\n", encoding="utf-8"
+    )
     monkeypatch.syspath_prepend(str(site))
 
 
@@ -209,26 +258,36 @@ def landed(db_file: Path, sql: str) -> set[tuple[Any, ...]]:
 
 
 def served_commits(host: ForgeHost) -> set[tuple[Any, ...]]:
-    return {(c["repo"]["name"], c["sha"], c["author"]["login"], utc_from_iso(c["committed_at"]))
-            for c in host.commits}
+    return {
+        (c["repo"]["name"], c["sha"], c["author"]["login"], utc_from_iso(c["committed_at"]))
+        for c in host.commits
+    }
 
 
 def served_merge_requests(host: ForgeHost) -> set[tuple[Any, ...]]:
-    return {(m["repo"], m["number"], m["title"], utc_from_iso(m["updated_at"]))
-            for m in host.merge_requests}
+    return {
+        (m["repo"], m["number"], m["title"], utc_from_iso(m["updated_at"]))
+        for m in host.merge_requests
+    }
 
 
 @pytest.mark.usefixtures("forge_installed")
-def test_a_third_edition_loads_from_its_table_alone(tmp_path: Path,
-                                                     forge_host: ForgeHost) -> None:
+def test_a_third_edition_loads_from_its_table_alone(tmp_path: Path, forge_host: ForgeHost) -> None:
     """Registered by entry point, read with its own paging names and auth, loaded twice
     (the second run picks up a late commit by its cursor): the tables equal what was served."""
     assert EDITION_SPECS["forge"] is FORGE
-    pipeline = make_pipeline(destination=dlt.destinations.duckdb(str(tmp_path / "f.duckdb")),
-                             dataset_name="forge_data", pipelines_dir=str(tmp_path / "p"),
-                             schemas_dir=tmp_path / "schemas")
-    args: dict[str, Any] = {"edition": "forge", "base_url": forge_host.base_url,
-                            "token": KEY, "start_date": START.isoformat()}
+    pipeline = make_pipeline(
+        destination=dlt.destinations.duckdb(str(tmp_path / "f.duckdb")),
+        dataset_name="forge_data",
+        pipelines_dir=str(tmp_path / "p"),
+        schemas_dir=tmp_path / "schemas",
+    )
+    args: dict[str, Any] = {
+        "edition": "forge",
+        "base_url": forge_host.base_url,
+        "token": KEY,
+        "start_date": START.isoformat(),
+    }
     first = run_load(pipeline, end_date=END.isoformat(), **args)
     assert not first.report.partial
 
@@ -243,20 +302,26 @@ def test_a_third_edition_loads_from_its_table_alone(tmp_path: Path,
     assert [q.get("page", "1") for q in commit_calls] == ["1", "2", "3"]  # 7 commits, 3 a page
     assert all(q["per_page"] == "3" and {"after", "before"} <= set(q) for q in commit_calls)
     merge_calls = [q for path, q, _ in forge_host.requests if path.endswith("/merge-requests")]
-    assert [(q["offset"], q["count"]) for q in merge_calls] == [("0", "2"), ("2", "2"),
-                                                                ("4", "2")]
+    assert [(q["offset"], q["count"]) for q in merge_calls] == [("0", "2"), ("2", "2"), ("4", "2")]
     assert {h.get("x-forge-key") for _, _, h in forge_host.requests} == {KEY}
     assert not any("authorization" in h for _, _, h in forge_host.requests)
 
     # A commit pushed late, inside the look-back: the nightly run reads it, nothing doubles.
-    forge_host.commits.append({"sha": "late", "repo": {"name": "api"},
-                               "author": {"login": "dev9"}, "committed_at": at(18, 20)})
+    forge_host.commits.append(
+        {
+            "sha": "late",
+            "repo": {"name": "api"},
+            "author": {"login": "dev9"},
+            "committed_at": at(18, 20),
+        }
+    )
     forge_host.requests.clear()
     second = run_load(pipeline, end_date=(END + timedelta(days=1)).isoformat(), **args)
     assert not second.report.partial
     assert landed(db, commits_sql) == served_commits(forge_host)
-    assert landed(db, "SELECT count(*) = count(DISTINCT (repo, sha)) "
-                      "FROM forge_data.forge_commits") == {(True,)}
+    assert landed(
+        db, "SELECT count(*) = count(DISTINCT (repo, sha)) FROM forge_data.forge_commits"
+    ) == {(True,)}
     after = {q["after"] for path, q, _ in forge_host.requests if path.endswith("/commits")}
     assert after and all(utc_from_iso(a) > START for a in after)  # from the cursor, not start
 

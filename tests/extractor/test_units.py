@@ -34,8 +34,11 @@ from sources.repo_analytics.tables import child_rows, to_arrow
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 VALID: dict[str, Any] = {
-    "base_url": "https://analytics.example.com", "workspace": "acme", "token": "t0ken",
-    "start_date": "2026-05-01", "end_date": "2026-06-01",
+    "base_url": "https://analytics.example.com",
+    "workspace": "acme",
+    "token": "t0ken",
+    "start_date": "2026-05-01",
+    "end_date": "2026-06-01",
 }
 LEVELS = ("workspace", "repository", "user")
 FAMILIES = ("change_statistics", "commits", "pull_request_statistics", "pull_requests", "users")
@@ -43,8 +46,9 @@ RETRY_KEYS = retry_keys()
 DATE_FORMS = ("2026-01-31", "ISO-8601")
 
 
-def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
-        second: int = 0) -> datetime:
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
@@ -54,10 +58,18 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
 BAD_CONFIG: list[tuple[dict[str, Any], str, str, tuple[str, ...]]] = [
     ({"base_url": ""}, "base_url", "(empty)", ("https://analytics.example.com",)),
     ({"base_url": None}, "base_url", "(empty)", ("the host's URL",)),
-    ({"base_url": "ftp://analytics.example.com"}, "base_url", "ftp://analytics.example.com",
-     ("the host's URL",)),
-    ({"base_url": "analytics.example.com"}, "base_url", "analytics.example.com",
-     ("the host's URL",)),
+    (
+        {"base_url": "ftp://analytics.example.com"},
+        "base_url",
+        "ftp://analytics.example.com",
+        ("the host's URL",),
+    ),
+    (
+        {"base_url": "analytics.example.com"},
+        "base_url",
+        "analytics.example.com",
+        ("the host's URL",),
+    ),
     ({"base_url": "https://"}, "base_url", "https://", ("the host's URL",)),
     ({"api_prefix": "rest/latest"}, "api_prefix", "rest/latest", ("a path starting with /",)),
     ({"workspace": None}, "workspace", "(empty)", ("workspace slug",)),
@@ -68,11 +80,19 @@ BAD_CONFIG: list[tuple[dict[str, Any], str, str, tuple[str, ...]]] = [
     ({"levels": []}, "levels", "[]", ("`all` or a list of names",)),
     ({"resources": "comits"}, "resources", "comits", FAMILIES),
     ({"resources": ["commits", "pull-requests"]}, "resources", "pull-requests", FAMILIES),
-    ({"start_date": "2026-06-02"}, "start_date", "2026-06-02",
-     ("a date before end_date", "2026-06-01T00:00:00+00:00")),
+    (
+        {"start_date": "2026-06-02"},
+        "start_date",
+        "2026-06-02",
+        ("a date before end_date", "2026-06-01T00:00:00+00:00"),
+    ),
     ({"start_date": "2026-06-01"}, "start_date", "2026-06-01", ("a date before end_date",)),
-    ({"start_date": "2026-06-01T02:00:00+01:00"}, "start_date", "2026-06-01T02:00:00+01:00",
-     ("a date before end_date",)),
+    (
+        {"start_date": "2026-06-01T02:00:00+01:00"},
+        "start_date",
+        "2026-06-01T02:00:00+01:00",
+        ("a date before end_date",),
+    ),
     ({"start_date": "yesterday"}, "start_date", "yesterday", DATE_FORMS),
     ({"start_date": "31/01/2026"}, "start_date", "31/01/2026", DATE_FORMS),
     ({"start_date": "2026-02-30"}, "start_date", "2026-02-30", DATE_FORMS),
@@ -93,31 +113,67 @@ BAD_CONFIG: list[tuple[dict[str, Any], str, str, tuple[str, ...]]] = [
     ({"retry": {"max_attemps": 3}}, "retry", "max_attemps", RETRY_KEYS),
     ({"retry": {"max_attempts": 3, "timeout": 5}}, "retry", "timeout", RETRY_KEYS),
     ({"retry": "8"}, "retry", "8", RETRY_KEYS),
-    ({"retry": {"max_attempts": -1}}, "retry.max_attempts", "-1",
-     ("a whole number from 1 to 100000",)),
-    ({"retry": {"max_attempts": 0}}, "retry.max_attempts", "0",
-     ("a whole number from 1 to 100000",)),
-    ({"retry": {"max_attempts": 2.5}}, "retry.max_attempts", "2.5",
-     ("a whole number from 1 to 100000",)),
-    ({"retry": {"skip_retry_attempts": True}}, "retry.skip_retry_attempts", "True",
-     ("a whole number from 1 to 100000",)),
-    ({"retry": {"read_timeout": "slow"}}, "retry.read_timeout", "slow",
-     ("a number above 0, up to 100000",)),
-    ({"retry": {"connect_timeout": 0}}, "retry.connect_timeout", "0",
-     ("a number above 0, up to 100000",)),
-    ({"retry": {"backoff_base": -0.5}}, "retry.backoff_base", "-0.5",
-     ("a number from 0 to 100000",)),
-    ({"retry": {"total_wait_seconds": "nan"}}, "retry.total_wait_seconds", "nan",
-     ("a number from 0 to 100000",)),
+    (
+        {"retry": {"max_attempts": -1}},
+        "retry.max_attempts",
+        "-1",
+        ("a whole number from 1 to 100000",),
+    ),
+    (
+        {"retry": {"max_attempts": 0}},
+        "retry.max_attempts",
+        "0",
+        ("a whole number from 1 to 100000",),
+    ),
+    (
+        {"retry": {"max_attempts": 2.5}},
+        "retry.max_attempts",
+        "2.5",
+        ("a whole number from 1 to 100000",),
+    ),
+    (
+        {"retry": {"skip_retry_attempts": True}},
+        "retry.skip_retry_attempts",
+        "True",
+        ("a whole number from 1 to 100000",),
+    ),
+    (
+        {"retry": {"read_timeout": "slow"}},
+        "retry.read_timeout",
+        "slow",
+        ("a number above 0, up to 100000",),
+    ),
+    (
+        {"retry": {"connect_timeout": 0}},
+        "retry.connect_timeout",
+        "0",
+        ("a number above 0, up to 100000",),
+    ),
+    (
+        {"retry": {"backoff_base": -0.5}},
+        "retry.backoff_base",
+        "-0.5",
+        ("a number from 0 to 100000",),
+    ),
+    (
+        {"retry": {"total_wait_seconds": "nan"}},
+        "retry.total_wait_seconds",
+        "nan",
+        ("a number from 0 to 100000",),
+    ),
     ({"token": None}, "token", "(empty)", ("SOURCES__REPO_ANALYTICS__TOKEN", ".dlt/secrets.toml")),
     ({"token": ""}, "token", "(empty)", ("SOURCES__REPO_ANALYTICS__TOKEN",)),
 ]
 
 
-@pytest.mark.parametrize(("changes", "key", "shown", "valid"), BAD_CONFIG,
-                         ids=[f"{row[1]}={row[2]}" for row in BAD_CONFIG])
-def test_bad_config_names_value_and_valid_ones(changes: dict[str, Any], key: str, shown: str,
-                                               valid: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("changes", "key", "shown", "valid"),
+    BAD_CONFIG,
+    ids=[f"{row[1]}={row[2]}" for row in BAD_CONFIG],
+)
+def test_bad_config_names_value_and_valid_ones(
+    changes: dict[str, Any], key: str, shown: str, valid: tuple[str, ...]
+) -> None:
     """Each bad value raises ConfigError naming the key and value in backticks and the valid."""
     with pytest.raises(ConfigError) as caught:
         build_plan(CLOUD, {**VALID, **changes}, NOW)
@@ -132,15 +188,26 @@ def test_bad_config_names_value_and_valid_ones(changes: dict[str, Any], key: str
 
 def test_unknown_edition_is_a_config_error() -> None:
     """An edition outside the known ones is refused with the valid names."""
-    with pytest.raises(ConfigError, match=r"config `edition` has invalid value `bogus`: "
-                                          r"expected one of cloud, server"):
+    with pytest.raises(
+        ConfigError,
+        match=r"config `edition` has invalid value `bogus`: "
+        r"expected one of cloud, server",
+    ):
         build_plan(replace(CLOUD, name="bogus"), VALID, NOW)
 
 
 def test_valid_config_defaults() -> None:
     """Defaults: every level and family, the maximum page size, a 30-day first window."""
-    plan = build_plan(CLOUD, {"base_url": "https://analytics.example.com/", "workspace": "acme",
-                              "token": "t0ken", "page_size": ""}, NOW)
+    plan = build_plan(
+        CLOUD,
+        {
+            "base_url": "https://analytics.example.com/",
+            "workspace": "acme",
+            "token": "t0ken",
+            "page_size": "",
+        },
+        NOW,
+    )
     assert plan.api_base == "https://analytics.example.com/rest/latest"
     assert plan.levels == LEVELS
     assert plan.resources == FAMILIES
@@ -155,11 +222,22 @@ def test_valid_config_defaults() -> None:
 
 def test_valid_config_values_are_parsed() -> None:
     """Lists from comma strings, numbers from strings, retry settings into the client's."""
-    plan = build_plan(CLOUD, {**VALID, "levels": "workspace, user", "resources": ["commits"],
-                              "repositories": "a,b", "page_size": "50", "lookback_days": "1.5",
-                              "concurrency": "2", "statistics_period": "week",
-                              "retry": {"max_attempts": "3", "read_timeout": 0.5},
-                              "api_prefix": "/rest/other/"}, NOW)
+    plan = build_plan(
+        CLOUD,
+        {
+            **VALID,
+            "levels": "workspace, user",
+            "resources": ["commits"],
+            "repositories": "a,b",
+            "page_size": "50",
+            "lookback_days": "1.5",
+            "concurrency": "2",
+            "statistics_period": "week",
+            "retry": {"max_attempts": "3", "read_timeout": 0.5},
+            "api_prefix": "/rest/other/",
+        },
+        NOW,
+    )
     assert plan.levels == ("workspace", "user")
     assert plan.resources == ("commits",)
     assert plan.repositories == ("a", "b")
@@ -197,9 +275,20 @@ def test_parse_user_instant(value: object, expected: datetime) -> None:
     assert parsed.utcoffset() == timedelta(0)
 
 
-@pytest.mark.parametrize("value", ["", "   ", "2026/01/31", "31.01.2026",
-                                   "2026-01-31T10:00:00+25:00",
-                                   "2026-01-31 10:00 CET", None, 20260131, ["2026-01-31"]])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "   ",
+        "2026/01/31",
+        "31.01.2026",
+        "2026-01-31T10:00:00+25:00",
+        "2026-01-31 10:00 CET",
+        None,
+        20260131,
+        ["2026-01-31"],
+    ],
+)
 def test_parse_user_instant_rejects(value: object) -> None:
     """Anything else is a ConfigError naming the key, the value and both accepted forms."""
     with pytest.raises(ConfigError) as caught:
@@ -208,11 +297,17 @@ def test_parse_user_instant_rejects(value: object) -> None:
     assert "2026-01-31" in str(caught.value) and "ISO-8601" in str(caught.value)
 
 
-@pytest.mark.parametrize(("moment", "expected"), [
-    (utc(2026, 1, 31), "2026-01-31T00:00:00+00:00"),
-    (datetime(2026, 1, 31, 10, 5, 7, 999999, tzinfo=UTC), "2026-01-31T10:05:07+00:00"),
-    (datetime(2026, 1, 31, 1, tzinfo=timezone(timedelta(hours=2))), "2026-01-30T23:00:00+00:00"),
-])
+@pytest.mark.parametrize(
+    ("moment", "expected"),
+    [
+        (utc(2026, 1, 31), "2026-01-31T00:00:00+00:00"),
+        (datetime(2026, 1, 31, 10, 5, 7, 999999, tzinfo=UTC), "2026-01-31T10:05:07+00:00"),
+        (
+            datetime(2026, 1, 31, 1, tzinfo=timezone(timedelta(hours=2))),
+            "2026-01-30T23:00:00+00:00",
+        ),
+    ],
+)
 def test_wire_is_utc_with_explicit_offset(moment: datetime, expected: str) -> None:
     """The wire form: seconds precision, always +00:00 (never Z, never naive)."""
     assert wire(moment) == expected
@@ -223,54 +318,102 @@ def test_wire_of_parsed_user_input() -> None:
     assert wire(parse_user_instant("start_date", "2026-03-01")) == "2026-03-01T00:00:00+00:00"
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("2026-05-31T23:12:43.043000Z", datetime(2026, 5, 31, 23, 12, 43, 43000, tzinfo=UTC)),
-    ("2026-05-31T23:12:43+02:00", utc(2026, 5, 31, 21, 12, 43)),
-    (None, None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-05-31T23:12:43.043000Z", datetime(2026, 5, 31, 23, 12, 43, 43000, tzinfo=UTC)),
+        ("2026-05-31T23:12:43+02:00", utc(2026, 5, 31, 21, 12, 43)),
+        (None, None),
+        ("", None),
+    ],
+)
 def test_utc_from_iso(text: str | None, expected: datetime | None) -> None:
     """API timestamps with a zone become aware UTC; missing ones stay None."""
     assert utc_from_iso(text) == expected
 
 
 PERIODS: list[tuple[datetime, datetime, str, list[tuple[datetime, datetime]]]] = [
-    (utc(2026, 5, 30, 10), utc(2026, 6, 1, 12), "day",
-     [(utc(2026, 5, 30), utc(2026, 5, 31)), (utc(2026, 5, 31), utc(2026, 6, 1)),
-      (utc(2026, 6, 1), utc(2026, 6, 1, 12))]),
-    (utc(2026, 5, 30), utc(2026, 6, 1), "day",
-     [(utc(2026, 5, 30), utc(2026, 5, 31)), (utc(2026, 5, 31), utc(2026, 6, 1))]),
-    (datetime(2026, 5, 30, 1, tzinfo=timezone(timedelta(hours=2))), utc(2026, 5, 30, 6), "day",
-     [(utc(2026, 5, 29), utc(2026, 5, 30)), (utc(2026, 5, 30), utc(2026, 5, 30, 6))]),
+    (
+        utc(2026, 5, 30, 10),
+        utc(2026, 6, 1, 12),
+        "day",
+        [
+            (utc(2026, 5, 30), utc(2026, 5, 31)),
+            (utc(2026, 5, 31), utc(2026, 6, 1)),
+            (utc(2026, 6, 1), utc(2026, 6, 1, 12)),
+        ],
+    ),
+    (
+        utc(2026, 5, 30),
+        utc(2026, 6, 1),
+        "day",
+        [(utc(2026, 5, 30), utc(2026, 5, 31)), (utc(2026, 5, 31), utc(2026, 6, 1))],
+    ),
+    (
+        datetime(2026, 5, 30, 1, tzinfo=timezone(timedelta(hours=2))),
+        utc(2026, 5, 30, 6),
+        "day",
+        [(utc(2026, 5, 29), utc(2026, 5, 30)), (utc(2026, 5, 30), utc(2026, 5, 30, 6))],
+    ),
     # 2026-05-27 is a Wednesday: weeks start on the Monday before.
-    (utc(2026, 5, 27, 8), utc(2026, 6, 3, 9), "week",
-     [(utc(2026, 5, 25), utc(2026, 6, 1)), (utc(2026, 6, 1), utc(2026, 6, 3, 9))]),
+    (
+        utc(2026, 5, 27, 8),
+        utc(2026, 6, 3, 9),
+        "week",
+        [(utc(2026, 5, 25), utc(2026, 6, 1)), (utc(2026, 6, 1), utc(2026, 6, 3, 9))],
+    ),
     (utc(2026, 6, 1), utc(2026, 6, 8), "week", [(utc(2026, 6, 1), utc(2026, 6, 8))]),
-    (utc(2026, 1, 15), utc(2026, 3, 10), "month",
-     [(utc(2026, 1, 1), utc(2026, 2, 1)), (utc(2026, 2, 1), utc(2026, 3, 1)),
-      (utc(2026, 3, 1), utc(2026, 3, 10))]),
-    (utc(2025, 12, 31, 23), utc(2026, 1, 2), "month",
-     [(utc(2025, 12, 1), utc(2026, 1, 1)), (utc(2026, 1, 1), utc(2026, 1, 2))]),
+    (
+        utc(2026, 1, 15),
+        utc(2026, 3, 10),
+        "month",
+        [
+            (utc(2026, 1, 1), utc(2026, 2, 1)),
+            (utc(2026, 2, 1), utc(2026, 3, 1)),
+            (utc(2026, 3, 1), utc(2026, 3, 10)),
+        ],
+    ),
+    (
+        utc(2025, 12, 31, 23),
+        utc(2026, 1, 2),
+        "month",
+        [(utc(2025, 12, 1), utc(2026, 1, 1)), (utc(2026, 1, 1), utc(2026, 1, 2))],
+    ),
     (utc(2024, 2, 29), utc(2024, 3, 1), "month", [(utc(2024, 2, 1), utc(2024, 3, 1))]),
     (utc(2026, 6, 1), utc(2026, 6, 1), "day", []),
 ]
 
 
-@pytest.mark.parametrize(("since", "until", "period", "expected"), PERIODS,
-                         ids=[f"{p}-{s:%m%d}-{u:%m%d}" for s, u, p, _ in PERIODS])
-def test_periods(since: datetime, until: datetime, period: str,
-                 expected: list[tuple[datetime, datetime]]) -> None:
+@pytest.mark.parametrize(
+    ("since", "until", "period", "expected"),
+    PERIODS,
+    ids=[f"{p}-{s:%m%d}-{u:%m%d}" for s, u, p, _ in PERIODS],
+)
+def test_periods(
+    since: datetime, until: datetime, period: str, expected: list[tuple[datetime, datetime]]
+) -> None:
     """Calendar periods in UTC from the one holding `since`; the last is cut at `until`."""
     assert list(periods(since, until, period)) == expected
 
 
 # --- Retry-After, sanitise --------------------------------------------------------------------
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("0", 0.0), ("5", 5.0), (" 7 ", 7.0), ("1.5", 1.5), ("-3", 0.0),
-    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date in the past: no wait
-    ("soon", None), ("", None), (None, None), ("Someday, 99 Foo 2026", None),
-])
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", 0.0),
+        ("5", 5.0),
+        (" 7 ", 7.0),
+        ("1.5", 1.5),
+        ("-3", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date in the past: no wait
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Someday, 99 Foo 2026", None),
+    ],
+)
 def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
     """Delay-seconds, past HTTP dates (0) and garbage (None: use the back-off)."""
     assert retry_after_seconds(value) == expected
@@ -282,14 +425,22 @@ def test_retry_after_http_date_in_the_future() -> None:
     assert seconds is not None and 27 <= seconds <= 30
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("https://user:secret@host.example:8443/rest/latest?page=2#frag",
-     "https://host.example:8443/rest/latest?page=2"),
-    ("http://sim-cloud-token@127.0.0.1:4000/rest/latest/x", "http://127.0.0.1:4000/rest/latest/x"),
-    ("https://user:pa%40ss@host.example/p", "https://host.example/p"),
-    ("https://host.example/rest/latest", "https://host.example/rest/latest"),
-    ("http://admin:pw@[::1]:8080/x", "http://[::1]:8080/x"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "https://user:secret@host.example:8443/rest/latest?page=2#frag",
+            "https://host.example:8443/rest/latest?page=2",
+        ),
+        (
+            "http://sim-cloud-token@127.0.0.1:4000/rest/latest/x",
+            "http://127.0.0.1:4000/rest/latest/x",
+        ),
+        ("https://user:pa%40ss@host.example/p", "https://host.example/p"),
+        ("https://host.example/rest/latest", "https://host.example/rest/latest"),
+        ("http://admin:pw@[::1]:8080/x", "http://[::1]:8080/x"),
+    ],
+)
 def test_sanitise_strips_user_info(url: str, expected: str) -> None:
     """User info never reaches logs or messages; host, port, path and query stay."""
     assert sanitise(url) == expected
@@ -302,8 +453,11 @@ PAGES = f"{BASE}/workspace/acme/commits"
 
 
 def cloud_page(next_link: str | None, values: list[Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"values": values if values is not None else [{"hash": "a"}],
-                            "page": 1, "pagelen": 2}
+    body: dict[str, Any] = {
+        "values": values if values is not None else [{"hash": "a"}],
+        "page": 1,
+        "pagelen": 2,
+    }
     if next_link is not None:
         body["next"] = next_link
     return body
@@ -315,12 +469,19 @@ def test_next_link_paginator_follows_links() -> None:
     params: dict[str, Any] = {"order": "oldest"}
     paginator.init_request(params)
     assert params == {"order": "oldest", "pagelen": 2}
-    paginator.update_state(cloud_page(
-        f"{PAGES}?order=oldest&since_date=2026-03-01T00%3A00%3A00%2B00%3A00&page=2&pagelen=2"))
+    paginator.update_state(
+        cloud_page(
+            f"{PAGES}?order=oldest&since_date=2026-03-01T00%3A00%3A00%2B00%3A00&page=2&pagelen=2"
+        )
+    )
     assert paginator.has_next
     assert paginator.update_request(params) == PAGES
-    assert params == {"order": "oldest", "since_date": "2026-03-01T00:00:00+00:00",
-                      "page": "2", "pagelen": "2"}
+    assert params == {
+        "order": "oldest",
+        "since_date": "2026-03-01T00:00:00+00:00",
+        "page": "2",
+        "pagelen": "2",
+    }
     paginator.update_state(cloud_page(None, [{"hash": "b"}]))
     assert not paginator.has_next
     assert paginator.update_request(params) is None
@@ -392,13 +553,17 @@ def test_start_limit_paginator_pages_until_last() -> None:
     assert paginator.items({"values": [1, 2]}) == [1, 2]
 
 
-@pytest.mark.parametrize("pages", [
-    [0],  # the first page (start=0) pointing at itself
-    [25, 25],
-    [50, 25],
-    ["25"],
-    [None],
-], ids=["first-page-zero", "repeat", "backwards", "string", "missing"])
+@pytest.mark.parametrize(
+    "pages",
+    [
+        [0],  # the first page (start=0) pointing at itself
+        [25, 25],
+        [50, 25],
+        ["25"],
+        [None],
+    ],
+    ids=["first-page-zero", "repeat", "backwards", "string", "missing"],
+)
 def test_start_limit_paginator_refuses_non_advancing_start(pages: list[Any]) -> None:
     """A nextPageStart that does not move forward is a fatal error, never a loop."""
     paginator = SERVER_PAGING.paginator(25, BASE)
@@ -420,14 +585,28 @@ def test_start_limit_paginator_refuses_non_advancing_start(pages: list[Any]) -> 
 # --- Arrow mapping ----------------------------------------------------------------------------
 
 COMMITS = [
-    {"hash": "a" * 40, "repository": {"slug": "core-api"},
-     "author": {"display_name": "Zoë Ñandú", "uuid": "{u-1}"}, "date": "2026-05-01T10:00:00",
-     "parents": [{"hash": "p" * 40}, {"hash": "q" * 20}], "lines": {"added": 7, "deleted": 0}},
-    {"hash": "b" * 40, "repository": {"slug": "core-api"},
-     "author": {"display_name": "contractor", "uuid": None}, "date": "2026-05-02T23:30:05",
-     "parents": []},
-    {"hash": "c" * 40, "repository": {"slug": "Web App"}, "author": None,
-     "date": "2026-05-03T00:00:00", "parents": [{"hash": "a" * 40}]},
+    {
+        "hash": "a" * 40,
+        "repository": {"slug": "core-api"},
+        "author": {"display_name": "Zoë Ñandú", "uuid": "{u-1}"},
+        "date": "2026-05-01T10:00:00",
+        "parents": [{"hash": "p" * 40}, {"hash": "q" * 20}],
+        "lines": {"added": 7, "deleted": 0},
+    },
+    {
+        "hash": "b" * 40,
+        "repository": {"slug": "core-api"},
+        "author": {"display_name": "contractor", "uuid": None},
+        "date": "2026-05-02T23:30:05",
+        "parents": [],
+    },
+    {
+        "hash": "c" * 40,
+        "repository": {"slug": "Web App"},
+        "author": None,
+        "date": "2026-05-03T00:00:00",
+        "parents": [{"hash": "a" * 40}],
+    },
 ]
 
 
@@ -439,18 +618,42 @@ def test_to_arrow_commit_rows() -> None:
     assert table.schema.field("lines_added").type == pa.int64()
     assert not table.schema.field("hash").nullable and table.schema.field("author_uuid").nullable
     assert table.to_pylist() == [
-        {"read_for_user_uuid": "{u-9}", "repository_slug": "core-api", "hash": "a" * 40,
-         "author_display_name": "Zoë Ñandú", "author_uuid": "{u-1}",
-         "date_local": datetime(2026, 5, 1, 10), "parent_count": 2, "is_merge": True,
-         "lines_added": 7, "lines_deleted": 0},
-        {"read_for_user_uuid": "{u-9}", "repository_slug": "core-api", "hash": "b" * 40,
-         "author_display_name": "contractor", "author_uuid": None,
-         "date_local": datetime(2026, 5, 2, 23, 30, 5), "parent_count": 0, "is_merge": False,
-         "lines_added": None, "lines_deleted": None},
-        {"read_for_user_uuid": "{u-9}", "repository_slug": "Web App", "hash": "c" * 40,
-         "author_display_name": None, "author_uuid": None,
-         "date_local": datetime(2026, 5, 3), "parent_count": 1, "is_merge": False,
-         "lines_added": None, "lines_deleted": None},
+        {
+            "read_for_user_uuid": "{u-9}",
+            "repository_slug": "core-api",
+            "hash": "a" * 40,
+            "author_display_name": "Zoë Ñandú",
+            "author_uuid": "{u-1}",
+            "date_local": datetime(2026, 5, 1, 10),
+            "parent_count": 2,
+            "is_merge": True,
+            "lines_added": 7,
+            "lines_deleted": 0,
+        },
+        {
+            "read_for_user_uuid": "{u-9}",
+            "repository_slug": "core-api",
+            "hash": "b" * 40,
+            "author_display_name": "contractor",
+            "author_uuid": None,
+            "date_local": datetime(2026, 5, 2, 23, 30, 5),
+            "parent_count": 0,
+            "is_merge": False,
+            "lines_added": None,
+            "lines_deleted": None,
+        },
+        {
+            "read_for_user_uuid": "{u-9}",
+            "repository_slug": "Web App",
+            "hash": "c" * 40,
+            "author_display_name": None,
+            "author_uuid": None,
+            "date_local": datetime(2026, 5, 3),
+            "parent_count": 1,
+            "is_merge": False,
+            "lines_added": None,
+            "lines_deleted": None,
+        },
     ]
 
 
@@ -459,16 +662,28 @@ def test_child_rows_copy_parent_keys_and_positions() -> None:
     gets one `removed` marker row (position -1) that empties its stored list."""
     table = to_arrow(COMMITS, COMMIT_COLUMNS, {})
     rows = child_rows(COMMITS, table, PARENTS, {})
-    assert rows.schema.names == ["repository_slug", "hash", "date_local", "position",
-                                 "parent_hash", "removed"]
+    assert rows.schema.names == [
+        "repository_slug",
+        "hash",
+        "date_local",
+        "position",
+        "parent_hash",
+        "removed",
+    ]
     assert rows.schema.field("position").type == pa.int32()
     assert rows.schema.field("date_local").type == pa.timestamp("us")
     root = COMMITS[1]
     assert [tuple(r.values()) for r in rows.to_pylist()] == [
         ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 0, "p" * 40, False),
         ("core-api", "a" * 40, datetime(2026, 5, 1, 10), 1, "q" * 20, False),
-        (root["repository"]["slug"], root["hash"], datetime.fromisoformat(root["date"]), -1,
-         None, True),
+        (
+            root["repository"]["slug"],
+            root["hash"],
+            datetime.fromisoformat(root["date"]),
+            -1,
+            None,
+            True,
+        ),
         ("Web App", "c" * 40, datetime(2026, 5, 3), 0, "a" * 40, False),
     ]
     assert PARENTS.primary_key == ("repository_slug", "hash", "position")
@@ -481,17 +696,31 @@ def test_child_rows_of_items_without_lists() -> None:
     assert rows.num_rows == 1
     assert rows.column("removed").to_pylist() == [True]
     assert rows.column("position").to_pylist() == [-1]
-    assert rows.schema.names == ["repository_slug", "hash", "date_local", "position",
-                                 "parent_hash", "removed"]
+    assert rows.schema.names == [
+        "repository_slug",
+        "hash",
+        "date_local",
+        "position",
+        "parent_hash",
+        "removed",
+    ]
 
 
 def test_to_arrow_pull_requests_are_aware_utc() -> None:
     """Pull-request timestamps become UTC-aware; a null closed date stays null."""
-    item = {"id": 9, "title": "Fix", "state": "OPEN", "closed": False,
-            "author": {"display_name": "Ana", "uuid": "{u-1}"},
-            "destination": {"branch": {"name": "main"}, "repository": {"slug": "core-api"}},
-            "created_date": "2026-05-31T23:12:43.043000Z", "closed_date": None,
-            "updated_date": "2026-06-01T00:00:00.000000Z", "comment_count": 0, "task_count": 2}
+    item = {
+        "id": 9,
+        "title": "Fix",
+        "state": "OPEN",
+        "closed": False,
+        "author": {"display_name": "Ana", "uuid": "{u-1}"},
+        "destination": {"branch": {"name": "main"}, "repository": {"slug": "core-api"}},
+        "created_date": "2026-05-31T23:12:43.043000Z",
+        "closed_date": None,
+        "updated_date": "2026-06-01T00:00:00.000000Z",
+        "comment_count": 0,
+        "task_count": 2,
+    }
     table = to_arrow([item], PULL_REQUEST_COLUMNS, {})
     assert table.schema.field("created_at").type == pa.timestamp("us", tz="UTC")
     row = table.to_pylist()[0]
@@ -502,13 +731,28 @@ def test_to_arrow_pull_requests_are_aware_utc() -> None:
 
 def test_to_arrow_statistics_from_context() -> None:
     """Statistics rows take scope and period from the context, numbers from the body."""
-    body = {"pull_requests": 5, "state": {"declined": 1, "merged": 2, "open": 2,
-                                          "superseded": 0}}
-    context = {"level": "repository", "scope": "core-api", "period_start": utc(2026, 5, 1),
-               "period_end": utc(2026, 5, 2), "period": "day", "state": "all",
-               "date_type": "created"}
+    body = {"pull_requests": 5, "state": {"declined": 1, "merged": 2, "open": 2, "superseded": 0}}
+    context = {
+        "level": "repository",
+        "scope": "core-api",
+        "period_start": utc(2026, 5, 1),
+        "period_end": utc(2026, 5, 2),
+        "period": "day",
+        "state": "all",
+        "date_type": "created",
+    }
     row = to_arrow([body], PR_STATISTICS_COLUMNS, context).to_pylist()[0]
-    assert row == {"level": "repository", "scope": "core-api", "period_start": utc(2026, 5, 1),
-                   "period": "day", "period_end": utc(2026, 5, 2), "state_filter": "all",
-                   "date_type": "created", "pull_requests": 5, "declined": 1, "merged": 2,
-                   "open": 2, "superseded": 0}
+    assert row == {
+        "level": "repository",
+        "scope": "core-api",
+        "period_start": utc(2026, 5, 1),
+        "period": "day",
+        "period_end": utc(2026, 5, 2),
+        "state_filter": "all",
+        "date_type": "created",
+        "pull_requests": 5,
+        "declined": 1,
+        "merged": 2,
+        "open": 2,
+        "superseded": 0,
+    }

@@ -55,9 +55,11 @@ def rows(db_file: Path, sql: str) -> list[tuple[Any, ...]]:
 def closed_truth(sim: Simulator) -> dict[Key, dict[str, Any]]:
     """The host's closed pull requests updated in the load's window, by key."""
     clock = datetime.fromtimestamp(sim.info()["now"], UTC)
-    return {key_of(pr): pr for pr in sim.truth("pull-requests")
-            if pr["_sim"]["closed_ms"] is not None
-            and START <= from_ms(pr["updatedDate"]) < clock}
+    return {
+        key_of(pr): pr
+        for pr in sim.truth("pull-requests")
+        if pr["_sim"]["closed_ms"] is not None and START <= from_ms(pr["updatedDate"]) < clock
+    }
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +86,15 @@ def test_truth_has_pull_requests_updated_after_closing(host: Simulator) -> None:
 def test_resolution_times_are_the_closing_times(host: Simulator, loaded: Path) -> None:
     """Every closed pull request: resolved_at is the host's closing time, from the CSV."""
     truth = closed_truth(host)
-    found = {(key, slug, number): (state, created, done, source, hours)
-             for key, slug, number, state, created, done, source, hours in rows(
-                 loaded, "SELECT project_key, repository_slug, pull_request_id, state, "
-                 "created_at, resolved_at, resolved_at_source, hours_to_resolve "
-                 "FROM pull_request_cycle_times WHERE edition = 'server'")}
+    found = {
+        (key, slug, number): (state, created, done, source, hours)
+        for key, slug, number, state, created, done, source, hours in rows(
+            loaded,
+            "SELECT project_key, repository_slug, pull_request_id, state, "
+            "created_at, resolved_at, resolved_at_source, hours_to_resolve "
+            "FROM pull_request_cycle_times WHERE edition = 'server'",
+        )
+    }
     assert set(found) == set(truth)
     for key, pr in truth.items():
         state, created, done, source, hours = found[key]
@@ -98,8 +104,11 @@ def test_resolution_times_are_the_closing_times(host: Simulator, loaded: Path) -
         assert closed - CSV_PRECISION < done <= closed, (key, done, closed)
         true_hours = (pr["_sim"]["closed_ms"] - pr["createdDate"]) / 3_600_000
         assert abs(hours - true_hours) <= 1 / 60, (key, hours, true_hours)
-    in_view = rows(loaded, "SELECT resolved_at, resolved_at_source FROM pull_requests "
-                           "WHERE edition = 'server' AND state = 'OPEN'")
+    in_view = rows(
+        loaded,
+        "SELECT resolved_at, resolved_at_source FROM pull_requests "
+        "WHERE edition = 'server' AND state = 'OPEN'",
+    )
     assert in_view and set(in_view) == {(None, None)}  # open: not resolved
 
 
@@ -108,11 +117,17 @@ def test_median_cycle_times_per_repository(host: Simulator, loaded: Path) -> Non
     hours: dict[tuple[str, str], list[float]] = {}
     for (key, slug, _), pr in closed_truth(host).items():
         hours.setdefault((key, slug), []).append(
-            (pr["_sim"]["closed_ms"] - pr["createdDate"]) / 3_600_000)
+            (pr["_sim"]["closed_ms"] - pr["createdDate"]) / 3_600_000
+        )
     expected = {repo: median(values) for repo, values in hours.items()}
-    found = dict(((key, slug), value) for key, slug, value in rows(
-        loaded, "SELECT project_key, repository_slug, median(hours_to_resolve) "
-                "FROM pull_request_cycle_times WHERE edition = 'server' GROUP BY ALL"))
+    found = dict(
+        ((key, slug), value)
+        for key, slug, value in rows(
+            loaded,
+            "SELECT project_key, repository_slug, median(hours_to_resolve) "
+            "FROM pull_request_cycle_times WHERE edition = 'server' GROUP BY ALL",
+        )
+    )
     assert set(found) == set(expected)
     for repo, value in expected.items():
         assert abs(found[repo] - value) <= 1 / 60, (repo, found[repo], value)
@@ -125,29 +140,43 @@ def test_weekly_outcomes_are_by_closing_week(host: Simulator, loaded: Path) -> N
         counts[(key, slug, monday(from_ms(pr["_sim"]["closed_ms"])), pr["state"])] += 1
     groups = {group[:3] for group in counts}
     expected = {group: tuple(counts[(*group, s)] for s in STATES) for group in groups}
-    found = {(key, slug, monday(week)): (merged, declined, superseded)
-             for key, slug, week, merged, declined, superseded in rows(
-                 loaded, "SELECT project_key, repository_slug, week, merged, declined, "
-                 "superseded FROM pull_request_outcomes_weekly WHERE edition = 'server'")}
+    found = {
+        (key, slug, monday(week)): (merged, declined, superseded)
+        for key, slug, week, merged, declined, superseded in rows(
+            loaded,
+            "SELECT project_key, repository_slug, week, merged, declined, "
+            "superseded FROM pull_request_outcomes_weekly WHERE edition = 'server'",
+        )
+    }
     assert found == expected
-    fallbacks = rows(loaded, "SELECT sum(resolutions_from_updated_at) "
-                             "FROM pull_request_outcomes_weekly WHERE edition = 'server'")
+    fallbacks = rows(
+        loaded,
+        "SELECT sum(resolutions_from_updated_at) "
+        "FROM pull_request_outcomes_weekly WHERE edition = 'server'",
+    )
     assert fallbacks == [(0,)]
 
 
 def test_without_the_export_resolution_falls_back_to_updated_at(
-        host: Simulator, tmp_path: Path) -> None:
+    host: Simulator, tmp_path: Path
+) -> None:
     """No CSV export loaded: resolved_at is updated_at, and the view says so."""
     loader = Loader(host, tmp_path)
     assert not loader.load(levels=["repository"], resources=["pull_requests"]).report.partial
-    found = rows(loader.db_file, """
+    found = rows(
+        loader.db_file,
+        """
         SELECT count(*), count(*) FILTER (WHERE c.resolved_at_source = 'updated_at'),
                count(*) FILTER (WHERE c.resolved_at = p.updated_at)
         FROM pull_request_cycle_times c JOIN pull_requests p USING (edition, project_key,
-             repository_slug, pull_request_id)""")
+             repository_slug, pull_request_id)""",
+    )
     closed = len(closed_truth(host))
     assert found == [(closed, closed, closed)]
-    weekly = rows(loader.db_file, "SELECT sum(merged + declined + superseded), "
-                                  "sum(resolutions_from_updated_at) "
-                                  "FROM pull_request_outcomes_weekly")
+    weekly = rows(
+        loader.db_file,
+        "SELECT sum(merged + declined + superseded), "
+        "sum(resolutions_from_updated_at) "
+        "FROM pull_request_outcomes_weekly",
+    )
     assert weekly == [(closed, closed)]

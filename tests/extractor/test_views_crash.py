@@ -45,39 +45,147 @@ Row = tuple[Any, ...]
 # the README's "Canonical views (DuckDB)" table
 # --------------------------------------------------------------------------------------------
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "commits": ("edition", "project_key", "repository_slug", "commit_id", "author_name",
-                "author_email", "author_user", "authored_at_utc", "authored_at_local",
-                "lines_added", "lines_deleted", "is_merge", "parent_count"),
-    "pull_requests": ("edition", "project_key", "repository_slug", "pull_request_id", "title",
-                      "state", "created_at", "updated_at", "closed_at", "author_name",
-                      "author_user", "target_branch", "comment_count", "task_count",
-                      "reviewer_count", "resolved_at", "resolved_at_source"),
-    "pull_request_statistics": ("edition", "level", "scope", "period", "period_start",
-                                "period_end", "pull_requests", "open", "merged", "declined",
-                                "superseded"),
-    "commit_statistics": ("edition", "level", "scope", "period", "period_start", "period_end",
-                          "commits", "lines_added", "lines_deleted"),
-    "daily_author_activity": ("edition", "project_key", "repository_slug", "author_name", "day",
-                              "commits", "lines_added", "lines_deleted"),
-    "pull_request_cycle_times": ("edition", "project_key", "repository_slug", "pull_request_id",
-                                 "state", "created_at", "resolved_at", "hours_to_resolve",
-                                 "resolved_at_source"),
-    "pull_request_outcomes_weekly": ("edition", "project_key", "repository_slug", "week",
-                                     "merged", "declined", "superseded",
-                                     "resolutions_from_updated_at"),
-    "commits_by_level": ("edition", "level", "scope", "project_key", "repository_slug",
-                         "commit_id", "day", "day_basis", "is_merge", "lines_added",
-                         "lines_deleted"),
-    "pull_requests_by_level": ("edition", "level", "scope", "project_key", "repository_slug",
-                               "pull_request_id", "state", "created_at", "resolved_at",
-                               "resolved_at_source"),
-    "daily_commit_activity": ("edition", "level", "scope", "day", "day_basis", "commits",
-                              "merge_commits", "commits_with_lines", "lines_added",
-                              "lines_deleted"),
-    "daily_pull_request_activity": ("edition", "level", "scope", "day", "created",
-                                    "created_open", "created_merged", "created_declined",
-                                    "created_superseded", "merged", "declined", "superseded",
-                                    "resolutions_from_updated_at"),
+    "commits": (
+        "edition",
+        "project_key",
+        "repository_slug",
+        "commit_id",
+        "author_name",
+        "author_email",
+        "author_user",
+        "authored_at_utc",
+        "authored_at_local",
+        "lines_added",
+        "lines_deleted",
+        "is_merge",
+        "parent_count",
+    ),
+    "pull_requests": (
+        "edition",
+        "project_key",
+        "repository_slug",
+        "pull_request_id",
+        "title",
+        "state",
+        "created_at",
+        "updated_at",
+        "closed_at",
+        "author_name",
+        "author_user",
+        "target_branch",
+        "comment_count",
+        "task_count",
+        "reviewer_count",
+        "resolved_at",
+        "resolved_at_source",
+    ),
+    "pull_request_statistics": (
+        "edition",
+        "level",
+        "scope",
+        "period",
+        "period_start",
+        "period_end",
+        "pull_requests",
+        "open",
+        "merged",
+        "declined",
+        "superseded",
+    ),
+    "commit_statistics": (
+        "edition",
+        "level",
+        "scope",
+        "period",
+        "period_start",
+        "period_end",
+        "commits",
+        "lines_added",
+        "lines_deleted",
+    ),
+    "daily_author_activity": (
+        "edition",
+        "project_key",
+        "repository_slug",
+        "author_name",
+        "day",
+        "commits",
+        "lines_added",
+        "lines_deleted",
+    ),
+    "pull_request_cycle_times": (
+        "edition",
+        "project_key",
+        "repository_slug",
+        "pull_request_id",
+        "state",
+        "created_at",
+        "resolved_at",
+        "hours_to_resolve",
+        "resolved_at_source",
+    ),
+    "pull_request_outcomes_weekly": (
+        "edition",
+        "project_key",
+        "repository_slug",
+        "week",
+        "merged",
+        "declined",
+        "superseded",
+        "resolutions_from_updated_at",
+    ),
+    "commits_by_level": (
+        "edition",
+        "level",
+        "scope",
+        "project_key",
+        "repository_slug",
+        "commit_id",
+        "day",
+        "day_basis",
+        "is_merge",
+        "lines_added",
+        "lines_deleted",
+    ),
+    "pull_requests_by_level": (
+        "edition",
+        "level",
+        "scope",
+        "project_key",
+        "repository_slug",
+        "pull_request_id",
+        "state",
+        "created_at",
+        "resolved_at",
+        "resolved_at_source",
+    ),
+    "daily_commit_activity": (
+        "edition",
+        "level",
+        "scope",
+        "day",
+        "day_basis",
+        "commits",
+        "merge_commits",
+        "commits_with_lines",
+        "lines_added",
+        "lines_deleted",
+    ),
+    "daily_pull_request_activity": (
+        "edition",
+        "level",
+        "scope",
+        "day",
+        "created",
+        "created_open",
+        "created_merged",
+        "created_declined",
+        "created_superseded",
+        "merged",
+        "declined",
+        "superseded",
+        "resolutions_from_updated_at",
+    ),
 }
 BASE_VIEWS = ("commits", "pull_requests", "pull_request_statistics", "commit_statistics")
 EDITIONS = ("cloud", "server")
@@ -87,8 +195,7 @@ VIEWS_START = "2026-05-01"  # a month of the tiny hosts' history: every kind of 
 READER_ZONES = ("UTC", "America/Los_Angeles", "Pacific/Kiritimati")
 
 
-def query(db_file: Path, sql: str, params: list[Any] | None = None,
-          zone: str = "UTC") -> list[Row]:
+def query(db_file: Path, sql: str, params: list[Any] | None = None, zone: str = "UTC") -> list[Row]:
     """Rows of `sql` in the dataset, read in a session with time zone `zone`."""
     with duckdb.connect(str(db_file), read_only=True) as con:
         con.execute(f"SET TimeZone = '{zone}'")
@@ -98,10 +205,13 @@ def query(db_file: Path, sql: str, params: list[Any] | None = None,
 
 def load_edition(sim: Simulator, db_file: Path, work: Path, pipeline_name: str) -> None:
     """One load of `sim` into `db_file`'s dataset by the pipeline `pipeline_name`."""
-    pipeline = make_pipeline(pipeline_name=pipeline_name,
-                             destination=dlt.destinations.duckdb(str(db_file)),
-                             dataset_name=DATASET, pipelines_dir=str(work / "pipelines"),
-                             schemas_dir=work / "schemas")
+    pipeline = make_pipeline(
+        pipeline_name=pipeline_name,
+        destination=dlt.destinations.duckdb(str(db_file)),
+        dataset_name=DATASET,
+        pipelines_dir=str(work / "pipelines"),
+        schemas_dir=work / "schemas",
+    )
     args = Loader(sim, work).source_args(start_date=VIEWS_START)
     result = run_load(pipeline, **args)
     assert not result.report.partial, result.report.skips
@@ -119,8 +229,9 @@ class ViewDbs:
 
 
 @pytest.fixture(scope="module")
-def view_dbs(cloud_sim: Simulator, server_sim: Simulator,
-             tmp_path_factory: pytest.TempPathFactory) -> ViewDbs:
+def view_dbs(
+    cloud_sim: Simulator, server_sim: Simulator, tmp_path_factory: pytest.TempPathFactory
+) -> ViewDbs:
     """Each edition loaded once on its own; then the server pipeline loads into a copy of the
     cloud file (same dataset, same schemas folder): one file written by two pipelines."""
     root = tmp_path_factory.mktemp("views")
@@ -140,27 +251,49 @@ def view_dbs(cloud_sim: Simulator, server_sim: Simulator,
 # expected view rows, from the base tables ---------------------------------------------------
 def expected_commits(db_file: Path, edition: str) -> list[Row]:
     if edition == "cloud":
-        return [("cloud", None, slug, sha, name, None, uuid, None, local, added, deleted, merge,
-                 parents)
-                for slug, sha, name, uuid, local, added, deleted, merge, parents in query(
-                    db_file, "SELECT repository_slug, hash, author_display_name, author_uuid, "
-                    "date_local, lines_added, lines_deleted, is_merge, parent_count "
-                    "FROM cloud_commits")]
-    return [("server", key, slug, sha, name, email, user, instant, None, added, deleted, merge,
-             parents)
-            for key, slug, sha, name, email, user, instant, added, deleted, merge, parents
-            in query(db_file, "SELECT project_key, repository_slug, id, author_display_name, "
-                     "author_email, user_name, author_timestamp, lines_added, lines_deleted, "
-                     "is_merge, parent_count FROM server_commits")]
+        return [
+            (
+                "cloud",
+                None,
+                slug,
+                sha,
+                name,
+                None,
+                uuid,
+                None,
+                local,
+                added,
+                deleted,
+                merge,
+                parents,
+            )
+            for slug, sha, name, uuid, local, added, deleted, merge, parents in query(
+                db_file,
+                "SELECT repository_slug, hash, author_display_name, author_uuid, "
+                "date_local, lines_added, lines_deleted, is_merge, parent_count "
+                "FROM cloud_commits",
+            )
+        ]
+    return [
+        ("server", key, slug, sha, name, email, user, instant, None, added, deleted, merge, parents)
+        for key, slug, sha, name, email, user, instant, added, deleted, merge, parents in query(
+            db_file,
+            "SELECT project_key, repository_slug, id, author_display_name, "
+            "author_email, user_name, author_timestamp, lines_added, lines_deleted, "
+            "is_merge, parent_count FROM server_commits",
+        )
+    ]
 
 
 def reviewer_counts(db_file: Path) -> Counter[tuple[str, str, int]]:
-    return Counter(query(db_file, "SELECT project_key, repository_slug, id "
-                                  "FROM server_pull_request_reviewers"))
+    return Counter(
+        query(db_file, "SELECT project_key, repository_slug, id FROM server_pull_request_reviewers")
+    )
 
 
-def resolution(state: str, closed: datetime | None, updated: datetime,
-               source: str) -> tuple[datetime | None, str | None]:
+def resolution(
+    state: str, closed: datetime | None, updated: datetime, source: str
+) -> tuple[datetime | None, str | None]:
     """(resolved_at, resolved_at_source) as the README says: open ones are not resolved; a
     closing time from `source` when there is one, else the last update."""
     if state == "OPEN":
@@ -173,58 +306,151 @@ def csv_resolutions(db_file: Path) -> dict[tuple[str, str, int], datetime]:
     CSV export row (by its last-updated date), by (project name, repository name, id)."""
     latest: dict[tuple[str, str, int], tuple[datetime, int | None]] = {}
     for project, repository, number, updated, seconds in query(
-            db_file, "SELECT project, repository, pull_request_id, last_updated_date, "
-            "time_to_resolve_s FROM server_pull_request_exports"):
+        db_file,
+        "SELECT project, repository, pull_request_id, last_updated_date, "
+        "time_to_resolve_s FROM server_pull_request_exports",
+    ):
         key = (project, repository, number)
         if key not in latest or updated > latest[key][0]:
             latest[key] = (updated, seconds)
-    created = {(project, repository, number): at for project, repository, number, at in query(
-        db_file, "SELECT project_name, repository_name, id, created_at "
-                 "FROM server_pull_requests")}
-    return {key: created[key] + timedelta(seconds=seconds)
-            for key, (_, seconds) in latest.items() if seconds is not None and key in created}
+    created = {
+        (project, repository, number): at
+        for project, repository, number, at in query(
+            db_file,
+            "SELECT project_name, repository_name, id, created_at FROM server_pull_requests",
+        )
+    }
+    return {
+        key: created[key] + timedelta(seconds=seconds)
+        for key, (_, seconds) in latest.items()
+        if seconds is not None and key in created
+    }
 
 
 def expected_pull_requests(db_file: Path, edition: str) -> list[Row]:
     if edition == "cloud":
-        return [("cloud", None, slug, number, title, state, created, updated, closed, name, uuid,
-                 branch, comments, tasks, None, *resolution(state, closed, updated, "closed_at"))
-                for slug, number, title, state, created, updated, closed, name, uuid, branch,
-                comments, tasks in query(
-                    db_file, "SELECT repository_slug, id, title, state, created_at, updated_at, "
-                    "closed_at, author_display_name, author_uuid, destination_branch, "
-                    "comment_count, task_count FROM cloud_pull_requests")]
+        return [
+            (
+                "cloud",
+                None,
+                slug,
+                number,
+                title,
+                state,
+                created,
+                updated,
+                closed,
+                name,
+                uuid,
+                branch,
+                comments,
+                tasks,
+                None,
+                *resolution(state, closed, updated, "closed_at"),
+            )
+            for (
+                slug,
+                number,
+                title,
+                state,
+                created,
+                updated,
+                closed,
+                name,
+                uuid,
+                branch,
+                comments,
+                tasks,
+            ) in query(
+                db_file,
+                "SELECT repository_slug, id, title, state, created_at, updated_at, "
+                "closed_at, author_display_name, author_uuid, destination_branch, "
+                "comment_count, task_count FROM cloud_pull_requests",
+            )
+        ]
     reviewers = reviewer_counts(db_file)
     closing = csv_resolutions(db_file)
-    return [("server", key, slug, number, title, state, created, updated, None, name, user,
-             branch, None, None, reviewers[(key, slug, number)],
-             *resolution(state, closing.get((project, repository, number)), updated,
-                         "csv_time_to_resolve"))
-            for key, slug, number, title, state, created, updated, name, user, branch, project,
-            repository in query(
-                db_file, "SELECT project_key, repository_slug, id, title, state, created_at, "
-                "updated_at, author_display_name, author_user_name, to_branch, project_name, "
-                "repository_name FROM server_pull_requests")]
+    return [
+        (
+            "server",
+            key,
+            slug,
+            number,
+            title,
+            state,
+            created,
+            updated,
+            None,
+            name,
+            user,
+            branch,
+            None,
+            None,
+            reviewers[(key, slug, number)],
+            *resolution(
+                state, closing.get((project, repository, number)), updated, "csv_time_to_resolve"
+            ),
+        )
+        for (
+            key,
+            slug,
+            number,
+            title,
+            state,
+            created,
+            updated,
+            name,
+            user,
+            branch,
+            project,
+            repository,
+        ) in query(
+            db_file,
+            "SELECT project_key, repository_slug, id, title, state, created_at, "
+            "updated_at, author_display_name, author_user_name, to_branch, project_name, "
+            "repository_name FROM server_pull_requests",
+        )
+    ]
 
 
 def expected_pull_request_statistics(db_file: Path, edition: str) -> list[Row]:
     if edition == "cloud":
-        return [("cloud", *row) for row in query(
-            db_file, "SELECT level, scope, period, period_start, period_end, pull_requests, "
-            "open, merged, declined, superseded FROM cloud_pull_request_statistics")]
-    return [("server", *row, None) for row in query(
-        db_file, "SELECT level, scope, period, period_start, period_end, pull_requests, open, "
-        "merged, declined FROM server_pull_request_statistics")]
+        return [
+            ("cloud", *row)
+            for row in query(
+                db_file,
+                "SELECT level, scope, period, period_start, period_end, pull_requests, "
+                "open, merged, declined, superseded FROM cloud_pull_request_statistics",
+            )
+        ]
+    return [
+        ("server", *row, None)
+        for row in query(
+            db_file,
+            "SELECT level, scope, period, period_start, period_end, pull_requests, open, "
+            "merged, declined FROM server_pull_request_statistics",
+        )
+    ]
 
 
 def expected_commit_statistics(db_file: Path, edition: str) -> list[Row]:
     if edition == "cloud":
-        return [("cloud", "repository", *row) for row in query(
-            db_file, "SELECT repository_slug, period, period_start, period_end, commits, "
-            "lines_added_total, lines_deleted_total FROM cloud_commit_change_statistics")]
-    return [("server", *row) for row in query(
-        db_file, "SELECT level, scope, period, period_start, period_end, commits, lines_added, "
-        "lines_deleted FROM server_commit_statistics")]
+        return [
+            ("cloud", "repository", *row)
+            for row in query(
+                db_file,
+                "SELECT repository_slug, period, period_start, period_end, commits, "
+                "lines_added_total, lines_deleted_total FROM cloud_commit_change_statistics",
+            )
+        ]
+    return [
+        ("server", *row)
+        for row in query(
+            db_file,
+            "SELECT level, scope, period, period_start, period_end, commits, lines_added, "
+            "lines_deleted FROM server_commit_statistics",
+        )
+    ]
 
 
 def total(values: list[int | None]) -> int | None:
@@ -240,8 +466,10 @@ def expected_daily_activity(db_file: Path, edition: str) -> list[Row]:
         moment: datetime = row[7] if row[7] is not None else row[8]
         day: date = (moment.astimezone(UTC) if moment.tzinfo else moment).date()
         groups.setdefault((row[0], row[1], row[2], row[4], day), []).append(row)
-    return [(*key, len(rows), total([r[9] for r in rows]), total([r[10] for r in rows]))
-            for key, rows in groups.items()]
+    return [
+        (*key, len(rows), total([r[9] for r in rows]), total([r[10] for r in rows]))
+        for key, rows in groups.items()
+    ]
 
 
 EXPECTED: dict[str, Callable[[Path, str], list[Row]]] = {
@@ -263,23 +491,36 @@ def view_rows(db_file: Path, view: str, edition: str, zone: str = "UTC") -> Coun
 def test_views_have_the_readme_columns(view_dbs: ViewDbs, edition: str, kind: str) -> None:
     """Every view exists, as a view, with exactly the README's columns in its order."""
     db_file = view_dbs.of(kind, edition)
-    found: dict[str, str] = dict(query(
-        db_file, f"SELECT table_name, table_type FROM information_schema.tables "
-                 f"WHERE table_schema = '{DATASET}'"))
+    found: dict[str, str] = dict(
+        query(
+            db_file,
+            f"SELECT table_name, table_type FROM information_schema.tables "
+            f"WHERE table_schema = '{DATASET}'",
+        )
+    )
     for view, columns in VIEW_COLUMNS.items():
         assert found.get(view) == "VIEW", (view, found.get(view))
-        names = tuple(c for (c,) in query(
-            db_file, "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            f"'{DATASET}' AND table_name = '{view}' ORDER BY ordinal_position"))
+        names = tuple(
+            c
+            for (c,) in query(
+                db_file,
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                f"'{DATASET}' AND table_name = '{view}' ORDER BY ordinal_position",
+            )
+        )
         assert names == columns, view
 
 
 def test_view_column_types_do_not_depend_on_the_edition(view_dbs: ViewDbs) -> None:
     """A view's column types are the same whichever edition (or both) was loaded."""
+
     def types(db_file: Path) -> list[Row]:
-        return query(db_file, "SELECT table_name, column_name, data_type FROM "
-                              f"information_schema.columns WHERE table_schema = '{DATASET}' AND "
-                              f"table_name IN {tuple(VIEW_COLUMNS)} ORDER BY ALL")
+        return query(
+            db_file,
+            "SELECT table_name, column_name, data_type FROM "
+            f"information_schema.columns WHERE table_schema = '{DATASET}' AND "
+            f"table_name IN {tuple(VIEW_COLUMNS)} ORDER BY ALL",
+        )
 
     cloud = types(view_dbs.single["cloud"])
     assert len(cloud) == sum(len(c) for c in VIEW_COLUMNS.values())
@@ -297,8 +538,9 @@ def test_view_column_types_do_not_depend_on_the_edition(view_dbs: ViewDbs) -> No
 @pytest.mark.parametrize("kind", ["single", "both"])
 @pytest.mark.parametrize("view", BASE_VIEWS)
 @pytest.mark.parametrize("edition", EDITIONS)
-def test_view_rows_are_the_base_table_mapped(view_dbs: ViewDbs, edition: str, view: str,
-                                             kind: str) -> None:
+def test_view_rows_are_the_base_table_mapped(
+    view_dbs: ViewDbs, edition: str, view: str, kind: str
+) -> None:
     """The edition's rows of the view are its base table's, column by column as the README maps."""
     db_file = view_dbs.of(kind, edition)
     expected = Counter(EXPECTED[view](db_file, edition))
@@ -310,35 +552,58 @@ def test_view_rows_are_the_base_table_mapped(view_dbs: ViewDbs, edition: str, vi
 
 def test_cloud_commit_times_are_local_and_server_times_utc(view_dbs: ViewDbs) -> None:
     """Cloud: authored_at_local is `date_local`, authored_at_utc NULL; server: the reverse."""
-    counts = {edition: (rows, utc, local) for edition, rows, utc, local in query(
-        view_dbs.both, "SELECT edition, count(*), count(authored_at_utc), "
-                       "count(authored_at_local) FROM commits GROUP BY 1")}
+    counts = {
+        edition: (rows, utc, local)
+        for edition, rows, utc, local in query(
+            view_dbs.both,
+            "SELECT edition, count(*), count(authored_at_utc), "
+            "count(authored_at_local) FROM commits GROUP BY 1",
+        )
+    }
     cloud, server = counts["cloud"][0], counts["server"][0]
     assert counts == {"cloud": (cloud, 0, cloud), "server": (server, server, 0)}
-    mismatched = query(view_dbs.both, """
+    mismatched = query(
+        view_dbs.both,
+        """
         SELECT count(*) FROM commits v JOIN cloud_commits c
           ON v.edition = 'cloud' AND v.repository_slug = c.repository_slug AND v.commit_id = c.hash
-        WHERE v.authored_at_local IS DISTINCT FROM c.date_local""")
+        WHERE v.authored_at_local IS DISTINCT FROM c.date_local""",
+    )
     assert mismatched == [(0,)]
-    mismatched = query(view_dbs.both, """
+    mismatched = query(
+        view_dbs.both,
+        """
         SELECT count(*) FROM commits v JOIN server_commits s
           ON v.edition = 'server' AND v.project_key = s.project_key
          AND v.repository_slug = s.repository_slug AND v.commit_id = s.id
-        WHERE v.authored_at_utc IS DISTINCT FROM s.author_timestamp""")
+        WHERE v.authored_at_utc IS DISTINCT FROM s.author_timestamp""",
+    )
     assert mismatched == [(0,)]
 
 
-def test_reviewer_count_is_the_reviewer_rows_and_the_truth(view_dbs: ViewDbs,
-                                                           server_sim: Simulator) -> None:
+def test_reviewer_count_is_the_reviewer_rows_and_the_truth(
+    view_dbs: ViewDbs, server_sim: Simulator
+) -> None:
     """reviewer_count = rows in server_pull_request_reviewers = reviewers the host serves."""
     db_file = view_dbs.single["server"]
-    loaded = {(key, slug, number): count for key, slug, number, count in query(
-        db_file, "SELECT project_key, repository_slug, pull_request_id, reviewer_count "
-                 "FROM pull_requests")}
+    loaded = {
+        (key, slug, number): count
+        for key, slug, number, count in query(
+            db_file,
+            "SELECT project_key, repository_slug, pull_request_id, reviewer_count "
+            "FROM pull_requests",
+        )
+    }
     in_table = reviewer_counts(db_file)
     assert loaded == {key: in_table[key] for key in loaded}
-    truth = {(pr["toRef"]["repository"]["project"]["key"], pr["toRef"]["repository"]["slug"],
-              pr["id"]): len(pr.get("reviewers") or ()) for pr in server_sim.truth("pull-requests")}
+    truth = {
+        (
+            pr["toRef"]["repository"]["project"]["key"],
+            pr["toRef"]["repository"]["slug"],
+            pr["id"],
+        ): len(pr.get("reviewers") or ())
+        for pr in server_sim.truth("pull-requests")
+    }
     assert loaded == {key: truth[key] for key in loaded}
     assert 0 in loaded.values() and max(loaded.values()) > 0  # not vacuous
 
@@ -346,8 +611,9 @@ def test_reviewer_count_is_the_reviewer_rows_and_the_truth(view_dbs: ViewDbs,
 @pytest.mark.parametrize("zone", READER_ZONES)
 @pytest.mark.parametrize("kind", ["single", "both"])
 @pytest.mark.parametrize("edition", EDITIONS)
-def test_daily_author_activity_is_the_group_by(view_dbs: ViewDbs, edition: str, kind: str,
-                                               zone: str) -> None:
+def test_daily_author_activity_is_the_group_by(
+    view_dbs: ViewDbs, edition: str, kind: str, zone: str
+) -> None:
     """Sums per (author, repository, day) equal the GROUP BY of the base table, in any zone."""
     db_file = view_dbs.of(kind, edition)
     expected = Counter(expected_daily_activity(db_file, edition))
@@ -358,8 +624,12 @@ def test_daily_author_activity_is_the_group_by(view_dbs: ViewDbs, edition: str, 
 def resolved(view_dbs: ViewDbs) -> list[Row]:
     """Closed pull requests of both editions with their resolution (time, source), built from
     the base tables as the README says (cloud closed_at, server the CSV's time to resolve)."""
-    return [(*row[:4], row[5], row[6], *row[15:17]) for edition in EDITIONS
-            for row in expected_pull_requests(view_dbs.both, edition) if row[5] != "OPEN"]
+    return [
+        (*row[:4], row[5], row[6], *row[15:17])
+        for edition in EDITIONS
+        for row in expected_pull_requests(view_dbs.both, edition)
+        if row[5] != "OPEN"
+    ]
 
 
 def test_pull_request_cycle_times(view_dbs: ViewDbs) -> None:
@@ -394,12 +664,18 @@ def test_pull_request_outcomes_weekly(view_dbs: ViewDbs, zone: str) -> None:
         week = (edition, key, slug, day - timedelta(days=day.weekday()))
         counts[(*week, state)] += 1
         counts[(*week, "from updated_at")] += source == "updated_at"
-    expected = Counter({(*group[:4], *(counts[(*group[:4], s)]
-                                       for s in (*STATES, "from updated_at"))): 1
-                        for group in counts})
-    found = Counter((edition, key, slug, week_of(week), merged, declined, superseded, updated)
-                    for edition, key, slug, week, merged, declined, superseded, updated in query(
-                        view_dbs.both, "SELECT * FROM pull_request_outcomes_weekly", zone=zone))
+    expected = Counter(
+        {
+            (*group[:4], *(counts[(*group[:4], s)] for s in (*STATES, "from updated_at"))): 1
+            for group in counts
+        }
+    )
+    found = Counter(
+        (edition, key, slug, week_of(week), merged, declined, superseded, updated)
+        for edition, key, slug, week, merged, declined, superseded, updated in query(
+            view_dbs.both, "SELECT * FROM pull_request_outcomes_weekly", zone=zone
+        )
+    )
     assert found == expected
 
 
@@ -457,9 +733,11 @@ def packages(pipelines: Path) -> dict[str, set[str]]:
 
 
 def completed_jobs(pipelines: Path, load_id: str) -> list[str]:
-    return [job for name in listing(pipelines)
-            for job in listing(pipelines / name / "load" / "normalized" / load_id /
-                               "completed_jobs")]
+    return [
+        job
+        for name in listing(pipelines)
+        for job in listing(pipelines / name / "load" / "normalized" / load_id / "completed_jobs")
+    ]
 
 
 @dataclass
@@ -493,15 +771,20 @@ Trigger = Callable[[Watch, float, Path], bool]
 
 
 def cli_env(sim: Simulator) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("SOURCES__", "EXTRACT__", "NORMALIZE__", "LOAD__"))}
-    environment.update({
-        "SOURCES__REPO_ANALYTICS__EDITION": "cloud",
-        "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url,
-        "SOURCES__REPO_ANALYTICS__WORKSPACE": sim.config.workspace,
-        "SOURCES__REPO_ANALYTICS__TOKEN": sim.config.token,
-        "SOURCES__REPO_ANALYTICS__RETRY": json.dumps(FAST_RETRY),
-    })
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SOURCES__", "EXTRACT__", "NORMALIZE__", "LOAD__"))
+    }
+    environment.update(
+        {
+            "SOURCES__REPO_ANALYTICS__EDITION": "cloud",
+            "SOURCES__REPO_ANALYTICS__BASE_URL": sim.base_url,
+            "SOURCES__REPO_ANALYTICS__WORKSPACE": sim.config.workspace,
+            "SOURCES__REPO_ANALYTICS__TOKEN": sim.config.token,
+            "SOURCES__REPO_ANALYTICS__RETRY": json.dumps(FAST_RETRY),
+        }
+    )
     return environment
 
 
@@ -509,12 +792,28 @@ def run_cli(sim: Simulator, path: Path, kill_when: Trigger | None = None) -> Run
     """`repo-analytics load` on `path`'s DuckDB file and working folder; SIGKILL when told."""
     pipelines = path / "pipelines"
     path.mkdir(parents=True, exist_ok=True)
-    command = [CLI, "--duckdb", str(path / "data.duckdb"), "--pipelines-dir", str(pipelines),
-               "--schemas-dir", str(path / "schemas"), "load", *CRASH_WINDOW]
+    command = [
+        CLI,
+        "--duckdb",
+        str(path / "data.duckdb"),
+        "--pipelines-dir",
+        str(pipelines),
+        "--schemas-dir",
+        str(path / "schemas"),
+        "load",
+        *CRASH_WINDOW,
+    ]
     seen = packages(pipelines)
     watch = Watch(time.monotonic(), set().union(*seen.values()))
-    process = subprocess.Popen(command, env=cli_env(sim), cwd=path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        env=cli_env(sim),
+        cwd=path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     killed_in: str | None = None
     jobs: list[str] = []
     while process.poll() is None:
@@ -536,8 +835,9 @@ def run_cli(sim: Simulator, path: Path, kill_when: Trigger | None = None) -> Run
     stdout, stderr = process.communicate(timeout=120)
     if killed_in is not None and watch.package is not None:
         jobs = completed_jobs(pipelines, watch.package)
-    return Run(process.returncode, stdout, stderr, time.monotonic() - watch.started, watch,
-               killed_in, jobs)
+    return Run(
+        process.returncode, stdout, stderr, time.monotonic() - watch.started, watch, killed_in, jobs
+    )
 
 
 def after(seconds: float) -> Trigger:
@@ -547,18 +847,21 @@ def after(seconds: float) -> Trigger:
 
 def jobs_done(count: int, merge: bool) -> Trigger:
     """Kill once `count` file (or merge SQL) jobs of the run's package have completed."""
+
     def trigger(watch: Watch, elapsed: float, pipelines: Path) -> bool:
         if "normalized" not in watch.marks or watch.package is None:
             return False
         jobs = completed_jobs(pipelines, watch.package)
         return sum(job.endswith(".sql") == merge for job in jobs) >= count
+
     return trigger
 
 
 def after_load(seconds: float) -> Trigger:
     """Kill `seconds` after the run's package was loaded (views, exit)."""
     return lambda watch, elapsed, pipelines: (
-        "loaded" in watch.marks and elapsed >= watch.marks["loaded"] + seconds)
+        "loaded" in watch.marks and elapsed >= watch.marks["loaded"] + seconds
+    )
 
 
 def snapshot(db_file: Path, into: Path) -> Path:
@@ -573,10 +876,14 @@ def snapshot(db_file: Path, into: Path) -> Path:
 
 
 def data_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [t for (t,) in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-        "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' ORDER BY 1",
-        [DATASET]).fetchall()]
+    return [
+        t
+        for (t,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
+            "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' ORDER BY 1",
+            [DATASET],
+        ).fetchall()
+    ]
 
 
 def duplicate_keys(db_file: Path) -> dict[str, int]:
@@ -587,8 +894,9 @@ def duplicate_keys(db_file: Path) -> dict[str, int]:
     with duckdb.connect(str(db_file)) as con:
         for table in data_tables(con):
             key = ", ".join(CLOUD_KEYS[table])
-            rows, keys = con.execute(f"SELECT count(*), count(DISTINCT ({key})) "
-                                     f"FROM {DATASET}.{table}").fetchone() or (0, 0)
+            rows, keys = con.execute(
+                f"SELECT count(*), count(DISTINCT ({key})) FROM {DATASET}.{table}"
+            ).fetchone() or (0, 0)
             if rows != keys:
                 extra[table] = rows - keys
     return extra
@@ -599,12 +907,18 @@ def contents(db_file: Path) -> dict[str, Counter[Row]]:
     found: dict[str, Counter[Row]] = {}
     with duckdb.connect(str(db_file), read_only=True) as con:
         for table in data_tables(con):
-            columns = [c for (c,) in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
-                "AND table_name = ? ORDER BY column_name", [DATASET, table]).fetchall()
-                if c not in DLT_COLUMNS]
-            found[table] = Counter(con.execute(
-                f"SELECT {', '.join(columns)} FROM {DATASET}.{table}").fetchall())
+            columns = [
+                c
+                for (c,) in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
+                    "AND table_name = ? ORDER BY column_name",
+                    [DATASET, table],
+                ).fetchall()
+                if c not in DLT_COLUMNS
+            ]
+            found[table] = Counter(
+                con.execute(f"SELECT {', '.join(columns)} FROM {DATASET}.{table}").fetchall()
+            )
     return found
 
 
@@ -626,8 +940,16 @@ def test_killed_loads_rerun_to_the_clean_result(crash_host: Simulator, tmp_path:
     marks = clean.watch.marks
     assert set(marks) == set(PHASES), marks
     assert clean.watch.package is not None
-    jobs = listing(tmp_path / "clean" / "pipelines" / "repo_analytics" / "load" / "loaded" /
-                   clean.watch.package / "completed_jobs")
+    jobs = listing(
+        tmp_path
+        / "clean"
+        / "pipelines"
+        / "repo_analytics"
+        / "load"
+        / "loaded"
+        / clean.watch.package
+        / "completed_jobs"
+    )
     merge_jobs = sum(job.endswith(".sql") for job in jobs)
     file_jobs = len(jobs) - merge_jobs
     assert merge_jobs >= 4 and file_jobs >= 4, jobs
@@ -647,9 +969,11 @@ def test_killed_loads_rerun_to_the_clean_result(crash_host: Simulator, tmp_path:
     for number, (name, trigger) in enumerate(plan):
         run = run_cli(crash_host, path, trigger)
         merged = sum(job.endswith(".sql") for job in run.jobs_done)
-        log.append(f"{name}: killed in {run.killed_in} after {run.seconds:.2f} s (rc "
-                   f"{run.returncode}), jobs done: {len(run.jobs_done) - merged}/{file_jobs} "
-                   f"files, {merged}/{merge_jobs} merges")
+        log.append(
+            f"{name}: killed in {run.killed_in} after {run.seconds:.2f} s (rc "
+            f"{run.returncode}), jobs done: {len(run.jobs_done) - merged}/{file_jobs} "
+            f"files, {merged}/{merge_jobs} merges"
+        )
         # Recovering from the previous kill is silent: no warning, no traceback.
         assert "Warning" not in run.stderr and "Traceback" not in run.stderr, run.stderr
         if run.killed_in is None:  # finished before the trigger fired
@@ -682,4 +1006,5 @@ def test_killed_loads_rerun_to_the_clean_result(crash_host: Simulator, tmp_path:
     for table in expected:
         assert crashed[table] == expected[table], (table, log)
     assert query(db_file, "SELECT count(*) FROM commits") == query(
-        db_file, "SELECT count(*) FROM cloud_commits")
+        db_file, "SELECT count(*) FROM cloud_commits"
+    )

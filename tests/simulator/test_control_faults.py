@@ -65,12 +65,16 @@ def page_params(sim: Simulator, number: int, size: int) -> dict[str, str]:
     return {"start": str((number - 1) * size), "limit": str(size)}
 
 
-def date_params(sim: Simulator, since: int | None, until: int | None,
-                updated: bool = False) -> dict[str, str]:
+def date_params(
+    sim: Simulator, since: int | None, until: int | None, updated: bool = False
+) -> dict[str, str]:
     """Date bounds (epoch seconds) in the edition's parameter names, as explicit UTC offsets."""
     cloud = sim.config.edition == "cloud"
-    names = ("since_date", "until_date", "date_type") if cloud else (
-        "sinceDate", "untilDate", "dateType")
+    names = (
+        ("since_date", "until_date", "date_type")
+        if cloud
+        else ("sinceDate", "untilDate", "dateType")
+    )
     params: dict[str, str] = {}
     for name, value in zip(names[:2], (since, until), strict=True):
         if value is not None:
@@ -80,8 +84,9 @@ def date_params(sim: Simulator, since: int | None, until: int | None,
     return params
 
 
-def get(sim: Simulator, url: str, params: dict[str, str] | None = None,
-        **kwargs: Any) -> requests.Response:
+def get(
+    sim: Simulator, url: str, params: dict[str, str] | None = None, **kwargs: Any
+) -> requests.Response:
     """An authenticated GET with the edition's default credentials."""
     kwargs.setdefault("headers", sim.auth_headers)
     return requests.get(url, params=params, timeout=10, **kwargs)
@@ -111,15 +116,18 @@ def all_keys(sim: Simulator, url: str, params: dict[str, str]) -> set[str]:
     return {key_of(sim, item) for item in page}
 
 
-def control(sim: Simulator, method: str, path: str, body: Any = None,
-            **params: str) -> requests.Response:
+def control(
+    sim: Simulator, method: str, path: str, body: Any = None, **params: str
+) -> requests.Response:
     """A call to the control surface, unauthenticated as documented."""
-    return requests.request(method, f"{sim.base_url}/_sim/{path}", json=body, params=params,
-                            timeout=10)
+    return requests.request(
+        method, f"{sim.base_url}/_sim/{path}", json=body, params=params, timeout=10
+    )
 
 
-def read_streamed(url: str, headers: dict[str, str]) -> tuple[requests.Response, bytes,
-                                                               Exception | None]:
+def read_streamed(
+    url: str, headers: dict[str, str]
+) -> tuple[requests.Response, bytes, Exception | None]:
     """The response, the body bytes that arrived, and the error that ended reading (if any)."""
     response = requests.get(url, headers=headers, stream=True, timeout=10)
     received = bytearray()
@@ -134,8 +142,11 @@ def read_streamed(url: str, headers: dict[str, str]) -> tuple[requests.Response,
 
 def commit_instant(sim: Simulator, truth_item: dict[str, Any]) -> int:
     """A truth commit's authored instant in epoch seconds."""
-    text = truth_item["_sim"]["instant"] if sim.config.edition == "cloud" else truth_item[
-        "authorTimestamp"]
+    text = (
+        truth_item["_sim"]["instant"]
+        if sim.config.edition == "cloud"
+        else truth_item["authorTimestamp"]
+    )
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
@@ -180,12 +191,16 @@ def test_429date_carries_retry_after_as_http_date(make_sim: MakeSim, edition: st
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
-@pytest.mark.parametrize(("kind", "content_type"), [
-    ("500", "application/json"), ("503", "application/json"),
-    ("502", "text/html"), ("504", "text/html"),
-])
-def test_error_status_faults(make_sim: MakeSim, edition: str, kind: str,
-                             content_type: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "content_type"),
+    [
+        ("500", "application/json"),
+        ("503", "application/json"),
+        ("502", "text/html"),
+        ("504", "text/html"),
+    ],
+)
+def test_error_status_faults(make_sim: MakeSim, edition: str, kind: str, content_type: str) -> None:
     """500/503 answer JSON error bodies, 502/504 an HTML gateway page, with that status."""
     sim = make_sim(edition=edition, faults=f"{kind}=1")
     response = get(sim, prs_url(sim))
@@ -331,8 +346,11 @@ def test_insert_stays_inside_the_requested_window(make_sim: MakeSim, edition: st
     page2 = items(sim, get(sim, commits_url(sim), {**params, **page_params(sim, 2, 10)}))
     sim.clear_faults()
     assert page2
-    new = [c for c in sim.truth("commits") if key_of(sim, c) not in before
-           and since <= commit_instant(sim, c) < until]
+    new = [
+        c
+        for c in sim.truth("commits")
+        if key_of(sim, c) not in before and since <= commit_instant(sim, c) < until
+    ]
     assert len(new) == 1
     assert all_keys(sim, commits_url(sim), params) == before | {key_of(sim, new[0])}
 
@@ -364,19 +382,24 @@ def test_match_restricts_a_rule_to_endpoints(make_sim: MakeSim, edition: str) ->
     assert get(sim, commits_url(sim)).status_code == 200
     assert get(sim, prs_url(sim)).status_code == 503
     by_endpoint = sim.requests()["by_endpoint"]
-    assert by_endpoint["commits.list.global" if edition == "server"
-                       else "commits.list.workspace"] == {"200": 1}
-    assert by_endpoint["pull-requests.list.global" if edition == "server"
-                       else "pull-requests.list.workspace"] == {"503": 1}
+    assert by_endpoint[
+        "commits.list.global" if edition == "server" else "commits.list.workspace"
+    ] == {"200": 1}
+    assert by_endpoint[
+        "pull-requests.list.global" if edition == "server" else "pull-requests.list.workspace"
+    ] == {"503": 1}
 
 
 def test_json_form_sets_options_per_rule(make_sim: MakeSim) -> None:
     """The JSON form gives each rule its own match, count and retry_after."""
     sim = make_sim(edition="server")
-    plan = {"seed": 3, "rules": [
-        {"kind": "503", "rate": 1, "count": 1, "match": "commits.list"},
-        {"kind": "429", "rate": 1, "match": "pull-requests", "retry_after": 7},
-    ]}
+    plan = {
+        "seed": 3,
+        "rules": [
+            {"kind": "503", "rate": 1, "count": 1, "match": "commits.list"},
+            {"kind": "429", "rate": 1, "match": "pull-requests", "retry_after": 7},
+        ],
+    }
     assert control(sim, "POST", "faults", plan).status_code == 200
     commits = [get(sim, commits_url(sim)).status_code for _ in range(3)]
     prs = [get(sim, prs_url(sim)) for _ in range(2)]
@@ -388,8 +411,14 @@ def test_json_form_sets_options_per_rule(make_sim: MakeSim) -> None:
 def test_control_paths_are_never_faulted(make_sim: MakeSim, edition: str) -> None:
     """With every API request failing, every /_sim/ endpoint still answers, unlogged."""
     sim = make_sim(edition=edition, faults="reset=1,503=1")
-    for method, path in [("GET", "info"), ("GET", "truth/commits"), ("GET", "faults"),
-                         ("GET", "conditions"), ("GET", "requests"), ("POST", "conditions")]:
+    for method, path in [
+        ("GET", "info"),
+        ("GET", "truth/commits"),
+        ("GET", "faults"),
+        ("GET", "conditions"),
+        ("GET", "requests"),
+        ("POST", "conditions"),
+    ]:
         response = control(sim, method, path, {} if method == "POST" else None)
         assert response.status_code == 200, path
         assert response.headers["Content-Type"].startswith("application/json")
@@ -424,7 +453,9 @@ def test_rate_matches_the_observed_fraction(make_sim: MakeSim) -> None:
     tolerance = 4 * math.sqrt(0.2 * 0.8 / 500)  # four binomial standard deviations
     assert abs(failed / 500 - 0.2) <= tolerance, failed
     assert sim.requests()["by_endpoint"]["commits.list.global"] == {
-        "200": 500 - failed, "503": failed}
+        "200": 500 - failed,
+        "503": failed,
+    }
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
@@ -443,16 +474,19 @@ def test_same_seed_same_outcomes(make_sim: MakeSim, edition: str) -> None:
 
 
 # fault spec errors ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("spec", "named"), [
-    ("foo=0.1", ["foo", "429date", "truncate", "insert"]),
-    ("503=1.5", ["1.5", "503", "[0, 1]"]),
-    ("503=-0.1", ["-0.1", "[0, 1]"]),
-    ("503=abc", ["abc", "503"]),
-    ("503", ["503", "NAME=VALUE"]),
-    ("seed=abc,503=0.1", ["seed=abc", "integer"]),
-    ("503=1,count=x", ["count=x", "integer"]),
-    ("slow=1,slow_seconds=-2", ["slow_seconds=-2", ">= 0"]),
-])
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("foo=0.1", ["foo", "429date", "truncate", "insert"]),
+        ("503=1.5", ["1.5", "503", "[0, 1]"]),
+        ("503=-0.1", ["-0.1", "[0, 1]"]),
+        ("503=abc", ["abc", "503"]),
+        ("503", ["503", "NAME=VALUE"]),
+        ("seed=abc,503=0.1", ["seed=abc", "integer"]),
+        ("503=1,count=x", ["count=x", "integer"]),
+        ("slow=1,slow_seconds=-2", ["slow_seconds=-2", ">= 0"]),
+    ],
+)
 def test_bad_spec_is_named(spec: str, named: list[str]) -> None:
     """A bad spec raises FaultSpecError naming the bad value and what is valid."""
     with pytest.raises(FaultSpecError) as caught:
@@ -461,14 +495,16 @@ def test_bad_spec_is_named(spec: str, named: list[str]) -> None:
         assert part in str(caught.value), (spec, str(caught.value))
 
 
-@pytest.mark.parametrize(("plan", "named"), [
-    ({"rules": [{"kind": "boom"}]}, ["boom", "503", "429date"]),
-    ({"rules": [{"kind": "503", "rate": 2}]}, ["2", "[0, 1]"]),
-    ({"rules": [{"kind": "503", "often": 1}]}, ["often", "match"]),
-    ({"rules": [{"rate": 1}]}, ["kind", "reset"]),
-])
-def test_bad_json_plan_is_named(make_sim: MakeSim, plan: dict[str, Any],
-                                named: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("plan", "named"),
+    [
+        ({"rules": [{"kind": "boom"}]}, ["boom", "503", "429date"]),
+        ({"rules": [{"kind": "503", "rate": 2}]}, ["2", "[0, 1]"]),
+        ({"rules": [{"kind": "503", "often": 1}]}, ["often", "match"]),
+        ({"rules": [{"rate": 1}]}, ["kind", "reset"]),
+    ],
+)
+def test_bad_json_plan_is_named(make_sim: MakeSim, plan: dict[str, Any], named: list[str]) -> None:
     """The JSON form is checked alike; a rejected plan leaves the active one in place."""
     sim = make_sim(edition="cloud", faults="503=1")
     with pytest.raises(FaultSpecError) as caught:
@@ -483,10 +519,24 @@ def test_good_spec_is_read_in_full() -> None:
     seed, rules = parse_spec("429=0.1,503=0.05,reset=0.02,seed=7,retry_after=2,match=commits")
     assert seed == 7
     assert [(r.kind, r.rate, r.retry_after, r.match, r.count) for r in rules] == [
-        ("429", 0.1, 2.0, "commits", None), ("503", 0.05, 2.0, "commits", None),
-        ("reset", 0.02, 2.0, "commits", None)]
-    assert set(FAULT_KINDS) == {"429", "429date", "500", "502", "503", "504", "error200",
-                                "reset", "slow", "truncate", "html", "insert"}
+        ("429", 0.1, 2.0, "commits", None),
+        ("503", 0.05, 2.0, "commits", None),
+        ("reset", 0.02, 2.0, "commits", None),
+    ]
+    assert set(FAULT_KINDS) == {
+        "429",
+        "429date",
+        "500",
+        "502",
+        "503",
+        "504",
+        "error200",
+        "reset",
+        "slow",
+        "truncate",
+        "html",
+        "insert",
+    }
 
 
 def test_faults_over_http(make_sim: MakeSim) -> None:
@@ -496,8 +546,11 @@ def test_faults_over_http(make_sim: MakeSim) -> None:
     assert good.status_code == 200
     assert good.json()["seed"] == 9
     assert [(r["kind"], r["rate"], r["count"]) for r in good.json()["rules"]] == [("503", 0.5, 4)]
-    for body, bad_value in [({"spec": "503=7"}, "7"), ({"spec": "nope=1"}, "nope"),
-                            ({"spec": "503=1,retry_after=soon"}, "soon")]:
+    for body, bad_value in [
+        ({"spec": "503=7"}, "7"),
+        ({"spec": "nope=1"}, "nope"),
+        ({"spec": "503=1,retry_after=soon"}, "soon"),
+    ]:
         bad = control(sim, "POST", "faults", body)
         assert bad.status_code == 400
         assert bad.headers["Content-Type"].startswith("application/json")
@@ -557,8 +610,9 @@ def updated_ms(item: dict[str, Any]) -> int:
     """A pull-request item's updated date in epoch milliseconds, either edition."""
     if "updatedDate" in item:
         return int(item["updatedDate"])
-    return round(datetime.fromisoformat(item["updated_date"].replace("Z", "+00:00")).timestamp()
-                 * 1000)
+    return round(
+        datetime.fromisoformat(item["updated_date"].replace("Z", "+00:00")).timestamp() * 1000
+    )
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
@@ -574,8 +628,12 @@ def test_pull_requests_change_state_and_updated_date(make_sim: MakeSim, edition:
     for repo, number, state in changes:
         assert f"{repo}#{number}" in open_before
         assert state in states - {"OPEN"}
-        listed = items(sim, get(sim, repo_url(sim, repo, "pull-requests"),
-                                date_params(sim, old, None, updated=True)))
+        listed = items(
+            sim,
+            get(
+                sim, repo_url(sim, repo, "pull-requests"), date_params(sim, old, None, updated=True)
+            ),
+        )
         found = [p for p in listed if p["id"] == number]
         assert len(found) == 1, (repo, number)
         item = found[0]
@@ -589,8 +647,13 @@ def test_pull_requests_change_state_and_updated_date(make_sim: MakeSim, edition:
             assert item["open"] is False
     # others only got a comment: still open, created before the old clock, updated after it
     changed = {f"{r}#{n}" for r, n, _ in changes}
-    commented = [p for p in sim.truth("pull-requests") if key_of(sim, p) in open_before - changed
-                 and p["state"] == "OPEN" and updated_ms(p) > old * 1000]
+    commented = [
+        p
+        for p in sim.truth("pull-requests")
+        if key_of(sim, p) in open_before - changed
+        and p["state"] == "OPEN"
+        and updated_ms(p) > old * 1000
+    ]
     assert 1 <= len(commented) <= 3
     # created-date queries of the same window do not list them: they were created before
     created = items(sim, get(sim, prs_url(sim), date_params(sim, old, None)))
@@ -603,8 +666,11 @@ def test_late_commit_single_lookup_follows_the_clock(make_sim: MakeSim) -> None:
     sim = make_sim(edition="server", seed=6)
     late = twin.advance(days=1)["late_commits"]
     repos = {c["id"]: c["repository"] for c in twin.truth("commits")}
-    urls = [f"{sim.api_base}/projects/{repos[sha]['project']['key']}/repos/"
-            f"{repos[sha]['slug']}/commits/{sha}" for sha in late]
+    urls = [
+        f"{sim.api_base}/projects/{repos[sha]['project']['key']}/repos/"
+        f"{repos[sha]['slug']}/commits/{sha}"
+        for sha in late
+    ]
     assert [get(sim, url).status_code for url in urls] == [404] * len(late)
     assert sim.advance(days=1)["late_commits"] == late
     answers = [get(sim, url) for url in urls]
@@ -621,8 +687,19 @@ def test_advance_of_a_day_adds_a_user_and_a_repository(make_sim: MakeSim, editio
     users = {u["_sim"]["slug"] if edition == "cloud" else u["slug"]: u for u in sim.truth("users")}
     assert slug in users
     assert repo in {r["slug"] for r in sim.truth("repositories")}
-    assert len(items(sim, get(sim, repo_url(sim, repo, "commits"),
-                              {"merges": "include"} if edition == "cloud" else None))) == 3
+    assert (
+        len(
+            items(
+                sim,
+                get(
+                    sim,
+                    repo_url(sim, repo, "commits"),
+                    {"merges": "include"} if edition == "cloud" else None,
+                ),
+            )
+        )
+        == 3
+    )
     if edition == "cloud":
         workspace = f"{sim.api_base}/workspace/{sim.config.workspace}"
         uuid = users[slug]["uuid"]
@@ -648,8 +725,12 @@ def normalised_truth(sim: Simulator) -> dict[str, str]:
     kinds = ["commits", "pull-requests", "users", "repositories"]
     if sim.config.edition == "server":
         kinds.append("projects")
-    return {kind: requests.get(f"{sim.base_url}/_sim/truth/{kind}", timeout=10).text.replace(
-        sim.base_url, "BASE") for kind in kinds}
+    return {
+        kind: requests.get(f"{sim.base_url}/_sim/truth/{kind}", timeout=10).text.replace(
+            sim.base_url, "BASE"
+        )
+        for kind in kinds
+    }
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
@@ -659,8 +740,10 @@ def test_advances_are_deterministic(make_sim: MakeSim, edition: str) -> None:
     two = make_sim(edition=edition, seed=3)
     initial = normalised_truth(one)
     answers_one = [one.advance(days=1), one.advance(hours=5)]
-    answers_two = [control(two, "POST", "advance", {"days": 1}).json(),
-                   control(two, "POST", "advance", {"seconds": 5 * 3600}).json()]
+    answers_two = [
+        control(two, "POST", "advance", {"days": 1}).json(),
+        control(two, "POST", "advance", {"seconds": 5 * 3600}).json(),
+    ]
     assert answers_one == answers_two
     assert one.info()["now"] == two.info()["now"]
     after = normalised_truth(one)
@@ -719,11 +802,13 @@ def test_server_secrets_never_logged(make_sim: MakeSim) -> None:
     sim = make_sim(edition="server", password="pw-Zq81x", server_token="tok-Wv42y")
     assert get(sim, commits_url(sim), auth=sim.basic_auth, headers={}).status_code == 200
     assert get(sim, commits_url(sim)).status_code == 200
-    assert get(sim, commits_url(sim), auth=("analyst", "wrong-Pw93"),
-               headers={}).status_code == 401
+    assert get(sim, commits_url(sim), auth=("analyst", "wrong-Pw93"), headers={}).status_code == 401
     text = control(sim, "GET", "requests").text
     assert [e["auth"] for e in control(sim, "GET", "requests").json()["log"]] == [
-        "basic", "bearer", "basic"]
+        "basic",
+        "bearer",
+        "basic",
+    ]
     encoded = base64.b64encode(b"analyst:pw-Zq81x").decode()
     for secret in ("pw-Zq81x", "tok-Wv42y", "wrong-Pw93", encoded, encoded[:12]):
         assert secret not in text
@@ -733,8 +818,9 @@ def test_cloud_token_never_logged(make_sim: MakeSim) -> None:
     """A raw cloud token is logged as scheme `token`, even one holding a space."""
     sim = make_sim(edition="cloud", token="Kq7 Xv9pL2")
     assert get(sim, commits_url(sim)).status_code == 200
-    assert get(sim, commits_url(sim), headers={"Authorization": "sim-cloud-token"}).status_code \
-        == 401
+    assert (
+        get(sim, commits_url(sim), headers={"Authorization": "sim-cloud-token"}).status_code == 401
+    )
     log = sim.requests()["log"]
     assert [e["auth"] for e in log] == ["token", "token"]
     text = control(sim, "GET", "requests").text
@@ -774,13 +860,16 @@ def test_cloud_licence_condition_over_http(make_sim: MakeSim) -> None:
     assert "license" in message and "plan details" in message
 
 
-@pytest.mark.parametrize("body", [
-    {"no_such_condition": True},
-    {"licensed": False, "no_such_condition": True},
-    {"licensed": "no"},
-    {"app_version": 5},
-    {"path_forms": "sideways"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"no_such_condition": True},
+        {"licensed": False, "no_such_condition": True},
+        {"licensed": "no"},
+        {"app_version": 5},
+        {"path_forms": "sideways"},
+    ],
+)
 def test_bad_conditions_are_refused_whole(make_sim: MakeSim, body: dict[str, Any]) -> None:
     """An unknown field or unusable value is a 400, and nothing of the body is applied."""
     sim = make_sim(edition="cloud")
@@ -798,11 +887,14 @@ class CliHost:
     """A `repo-analytics sim` subprocess and the fields of its first output line."""
 
     def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen([CLI, "sim", *args], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [CLI, "sim", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: lines.put(self.process.stdout.readline()),  # type: ignore[union-attr]
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda: lines.put(self.process.stdout.readline()),  # type: ignore[union-attr]
+            daemon=True,
+        ).start()
         try:
             self.banner = lines.get(timeout=20)
         except queue.Empty:
@@ -849,16 +941,25 @@ def test_cli_server_serves_until_sigterm(cli_hosts: Callable[..., CliHost]) -> N
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9]\d*/rest/analytics-api/latest", url)
     assert fields["projects"] == "CORE,PLAT"
     assert (fields["user"], fields["password"], fields["bearer"]) == (
-        "analyst", "analyst-pass", "sim-server-token")
+        "analyst",
+        "analyst-pass",
+        "sim-server-token",
+    )
     assert fields["control"] == url.removesuffix("/rest/analytics-api/latest") + "/_sim/"
     basic = requests.get(f"{url}/commits", auth=(fields["user"], fields["password"]), timeout=10)
     assert basic.status_code == 200 and basic.json()["values"]
-    bearer = requests.get(f"{url}/projects/CORE/commits", timeout=10,
-                          headers={"Authorization": f"Bearer {fields['bearer']}"})
+    bearer = requests.get(
+        f"{url}/projects/CORE/commits",
+        timeout=10,
+        headers={"Authorization": f"Bearer {fields['bearer']}"},
+    )
     assert bearer.status_code == 200
     info = requests.get(fields["control"] + "info", timeout=10).json()
     assert (info["edition"], info["projects"], info["api_base_url"]) == (
-        "server", ["CORE", "PLAT"], url)
+        "server",
+        ["CORE", "PLAT"],
+        url,
+    )
     assert host.terminate() == 0
 
 
@@ -869,19 +970,27 @@ def test_cli_cloud_serves_until_sigterm(cli_hosts: Callable[..., CliHost]) -> No
     assert fields["edition"] == "cloud"
     assert re.fullmatch(r"http://127\.0\.0\.1:[1-9]\d*/rest/latest", fields["url"])
     assert (fields["workspace"], fields["token"]) == ("sim-workspace", "sim-cloud-token")
-    response = requests.get(f"{fields['url']}/workspace/{fields['workspace']}/commits",
-                            headers={"Authorization": fields["token"]},
-                            params={"pagelen": "3"}, timeout=10)
+    response = requests.get(
+        f"{fields['url']}/workspace/{fields['workspace']}/commits",
+        headers={"Authorization": fields["token"]},
+        params={"pagelen": "3"},
+        timeout=10,
+    )
     assert response.status_code == 200 and len(response.json()["values"]) == 3
     assert host.terminate() == 0
 
 
-@pytest.mark.parametrize(("spec", "named"), [
-    ("503=2", "503"), ("bogus=0.1", "bogus"), ("seed=abc", "abc")])
+@pytest.mark.parametrize(
+    ("spec", "named"), [("503=2", "503"), ("bogus=0.1", "bogus"), ("seed=abc", "abc")]
+)
 def test_cli_bad_faults_exit_2(spec: str, named: str) -> None:
     """A bad --faults value: exit code 2, one line on stderr naming it, no traceback."""
-    done = subprocess.run([CLI, "sim", "--edition", "server", "--size", "tiny",
-                           "--faults", spec], capture_output=True, text=True, timeout=20)
+    done = subprocess.run(
+        [CLI, "sim", "--edition", "server", "--size", "tiny", "--faults", spec],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -894,39 +1003,62 @@ def test_cli_faults_flag_is_applied(cli_hosts: Callable[..., CliHost]) -> None:
     """A good --faults value is active from the first request."""
     host = cli_hosts("--edition", "server", "--size", "tiny", "--faults", "503=1,count=1")
     auth = (host.fields["user"], host.fields["password"])
-    statuses = [requests.get(f"{host.fields['url']}/commits", auth=auth, timeout=10).status_code
-                for _ in range(2)]
+    statuses = [
+        requests.get(f"{host.fields['url']}/commits", auth=auth, timeout=10).status_code
+        for _ in range(2)
+    ]
     assert statuses == [503, 200]
     assert host.terminate() == 0
 
 
 def test_cli_custom_cloud_token(cli_hosts: Callable[..., CliHost]) -> None:
     """--token replaces the default cloud token, in the first line and at the door."""
-    host = cli_hosts("--edition", "cloud", "--size", "tiny", "--token", "cli-Tok-55",
-                     "--workspace", "team-ws")
+    host = cli_hosts(
+        "--edition", "cloud", "--size", "tiny", "--token", "cli-Tok-55", "--workspace", "team-ws"
+    )
     assert (host.fields["token"], host.fields["workspace"]) == ("cli-Tok-55", "team-ws")
     url = f"{host.fields['url']}/workspace/team-ws/commits"
-    assert requests.get(url, headers={"Authorization": "cli-Tok-55"},
-                        timeout=10).status_code == 200
-    assert requests.get(url, headers={"Authorization": "sim-cloud-token"},
-                        timeout=10).status_code == 401
+    assert requests.get(url, headers={"Authorization": "cli-Tok-55"}, timeout=10).status_code == 200
+    assert (
+        requests.get(url, headers={"Authorization": "sim-cloud-token"}, timeout=10).status_code
+        == 401
+    )
     assert host.terminate() == 0
 
 
 def test_cli_custom_server_credentials(cli_hosts: Callable[..., CliHost]) -> None:
     """--username/--password/--server-token replace the default self-hosted sign-in."""
-    host = cli_hosts("--edition", "server", "--size", "tiny", "--username", "alice",
-                     "--password", "wonder-7", "--server-token", "tok-alice")
+    host = cli_hosts(
+        "--edition",
+        "server",
+        "--size",
+        "tiny",
+        "--username",
+        "alice",
+        "--password",
+        "wonder-7",
+        "--server-token",
+        "tok-alice",
+    )
     fields = host.fields
     assert (fields["user"], fields["password"], fields["bearer"]) == (
-        "alice", "wonder-7", "tok-alice")
+        "alice",
+        "wonder-7",
+        "tok-alice",
+    )
     url = f"{fields['url']}/commits"
     assert requests.get(url, auth=("alice", "wonder-7"), timeout=10).status_code == 200
-    assert requests.get(url, headers={"Authorization": "Bearer tok-alice"},
-                        timeout=10).status_code == 200
+    assert (
+        requests.get(url, headers={"Authorization": "Bearer tok-alice"}, timeout=10).status_code
+        == 200
+    )
     assert requests.get(url, auth=("analyst", "analyst-pass"), timeout=10).status_code == 401
-    assert requests.get(url, headers={"Authorization": "Bearer sim-server-token"},
-                        timeout=10).status_code == 401
+    assert (
+        requests.get(
+            url, headers={"Authorization": "Bearer sim-server-token"}, timeout=10
+        ).status_code
+        == 401
+    )
     assert host.terminate() == 0
 
 

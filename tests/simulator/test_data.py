@@ -86,16 +86,21 @@ def test_repository_names_include_capitals_and_spaces(small_server: Simulator) -
 
 
 def test_some_commits_were_pushed_days_after_authoring(small_server: Simulator) -> None:
-    lags = [instant(c["_sim"]["pushed"]) - instant(c["authorTimestamp"])
-            for c in small_server.truth("commits")]
+    lags = [
+        instant(c["_sim"]["pushed"]) - instant(c["authorTimestamp"])
+        for c in small_server.truth("commits")
+    ]
     assert sum(lag > 86_400 for lag in lags) >= 100
     assert all(lag >= 0 for lag in lags)
 
 
-@pytest.mark.parametrize("edition,states", [
-    ("cloud", {"OPEN", "MERGED", "DECLINED", "SUPERSEDED"}),
-    ("server", {"OPEN", "MERGED", "DECLINED"}),
-])
+@pytest.mark.parametrize(
+    "edition,states",
+    [
+        ("cloud", {"OPEN", "MERGED", "DECLINED", "SUPERSEDED"}),
+        ("server", {"OPEN", "MERGED", "DECLINED"}),
+    ],
+)
 def test_tiny_data_has_every_state_of_its_edition(edition: str, states: set[str]) -> None:
     sim = Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW))
     assert {pr["state"] for pr in sim.truth("pull-requests")} == states
@@ -112,13 +117,15 @@ def test_server_pull_request_dates_and_people_are_consistent(small_server: Simul
         author = pr["author"]["user"]["name"]
         people = [p["user"]["name"] for p in pr["reviewers"] + pr["participants"]]
         assert author not in people and len(people) == len(set(people))
-    comments = [pr["comment_count"] for pr in small_server.truth("pull-requests")
-                if "comment_count" in pr]
+    comments = [
+        pr["comment_count"] for pr in small_server.truth("pull-requests") if "comment_count" in pr
+    ]
     assert comments == []  # the self-hosted item has no comment count
 
 
 def test_cloud_pull_requests_have_comments_tasks_and_consistent_dates(
-        small_cloud: Simulator) -> None:
+    small_cloud: Simulator,
+) -> None:
     prs = small_cloud.truth("pull-requests")
     assert max(pr["comment_count"] for pr in prs) >= 5
     assert any(pr["task_count"] > 0 for pr in prs)

@@ -42,8 +42,9 @@ LOADS.append(pytest.param(("duckdb", "day"), id="duckdb-day"))
 
 
 @pytest.fixture(scope="package", params=LOADS)
-def loaded(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+def loaded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Loaded]:
     """A tiny cloud host loaded from 2026-03-01 to its clock, then loaded again unchanged,
     into each destination with its default settings (and into DuckDB by day)."""
     destination, grain = request.param
@@ -55,5 +56,17 @@ def loaded(request: pytest.FixtureRequest,
         first_tables = snapshot(loader)
         cursors = Cursors.read(loader, truth.clock, truth.workspace)
         second, second_log = run_with_log(sim, loader, **grained)
-        yield Loaded(sim, loader, truth, Window(START, truth.clock), first, first_log,
-                     first_tables, cursors, second, second_log, snapshot(loader), grain)
+        yield Loaded(
+            sim,
+            loader,
+            truth,
+            Window(START, truth.clock),
+            first,
+            first_log,
+            first_tables,
+            cursors,
+            second,
+            second_log,
+            snapshot(loader),
+            grain,
+        )

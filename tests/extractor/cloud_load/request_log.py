@@ -42,45 +42,67 @@ class Cursors:
     @classmethod
     def read(cls, loader: Loader, until: datetime, workspace: str) -> Cursors:
         def newest(table: str, scope: str, column: str, level: str) -> dict:
-            return {(level, scope_value): as_utc(value) for scope_value, value in loader.rows(
-                f'SELECT {scope}, max("{column}") FROM "{table}" GROUP BY 1')}
+            return {
+                (level, scope_value): as_utc(value)
+                for scope_value, value in loader.rows(
+                    f'SELECT {scope}, max("{column}") FROM "{table}" GROUP BY 1'
+                )
+            }
 
-        commits = {**newest("cloud_commits", "repository_slug", "date_local", "repository"),
-                   **newest("cloud_user_commits", "read_for_user_uuid", "date_local", "user"),
-                   **newest("cloud_workspace_commits", f"'{workspace}'", "date_local",
-                            "workspace")}
-        prs = {**newest("cloud_pull_requests", "repository_slug", "updated_at", "repository"),
-               **newest("cloud_user_pull_requests", "read_for_user_uuid", "updated_at", "user"),
-               **newest("cloud_workspace_pull_requests", f"'{workspace}'", "updated_at",
-                        "workspace")}
-        stats = {("pull-requests", scope): as_utc(end) for scope, end in loader.rows(
-            "SELECT scope, max(period_end) FROM cloud_pull_request_statistics GROUP BY 1")}
-        stats.update({("changes", scope): as_utc(end) for scope, end in loader.rows(
-            "SELECT repository_slug, max(period_end) FROM cloud_commit_change_statistics "
-            "GROUP BY 1")})
+        commits = {
+            **newest("cloud_commits", "repository_slug", "date_local", "repository"),
+            **newest("cloud_user_commits", "read_for_user_uuid", "date_local", "user"),
+            **newest("cloud_workspace_commits", f"'{workspace}'", "date_local", "workspace"),
+        }
+        prs = {
+            **newest("cloud_pull_requests", "repository_slug", "updated_at", "repository"),
+            **newest("cloud_user_pull_requests", "read_for_user_uuid", "updated_at", "user"),
+            **newest("cloud_workspace_pull_requests", f"'{workspace}'", "updated_at", "workspace"),
+        }
+        stats = {
+            ("pull-requests", scope): as_utc(end)
+            for scope, end in loader.rows(
+                "SELECT scope, max(period_end) FROM cloud_pull_request_statistics GROUP BY 1"
+            )
+        }
+        stats.update(
+            {
+                ("changes", scope): as_utc(end)
+                for scope, end in loader.rows(
+                    "SELECT repository_slug, max(period_end) FROM cloud_commit_change_statistics "
+                    "GROUP BY 1"
+                )
+            }
+        )
         return cls(until, commits, prs, stats)
 
 
-def refreshed_periods(truth: Truth, cursors: Cursors, grain: str = GRAIN
-                      ) -> frozenset[tuple[str, datetime]]:
+def refreshed_periods(
+    truth: Truth, cursors: Cursors, grain: str = GRAIN
+) -> frozenset[tuple[str, datetime]]:
     """(scope, creation period) of each pull request a nightly run's list of that scope
     reads: the periods whose pull-request statistics the run reads again."""
     days = set()
     for p in truth.prs:
-        for level, scope in (("workspace", truth.workspace),
-                             ("repository", p["destination"]["repository"]["slug"]),
-                             ("user", truth.uuid_of[p["_sim"]["user"]])):
+        for level, scope in (
+            ("workspace", truth.workspace),
+            ("repository", p["destination"]["repository"]["slug"]),
+            ("user", truth.uuid_of[p["_sim"]["user"]]),
+        ):
             cursor = cursors.pull_requests.get((level, scope))
-            if from_ms(p["_sim"]["updated_ms"]) >= (START if cursor is None
-                                                     else cursor - LOOKBACK):
+            if from_ms(p["_sim"]["updated_ms"]) >= (START if cursor is None else cursor - LOOKBACK):
                 days.add((scope, period_floor(from_ms(p["_sim"]["created_ms"]), grain)))
     return frozenset(days)
 
 
-def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, start: datetime,
-                                workspace: str,
-                                refreshed: frozenset[tuple[str, datetime]] = frozenset(),
-                                grain: str = GRAIN) -> None:
+def assert_reads_only_look_back(
+    log: list[dict[str, Any]],
+    cursors: Cursors,
+    start: datetime,
+    workspace: str,
+    refreshed: frozenset[tuple[str, datetime]] = frozenset(),
+    grain: str = GRAIN,
+) -> None:
     """A nightly run re-reads only the look-back behind each scope's cursor: every dated
     request's since_date is no earlier than (cursor - look-back), minus 26 h for commits.
     Repository discovery reads the workspace lists from (previous clock - look-back - 26 h).
@@ -95,8 +117,11 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
         since = wire_time(since_text)
         endpoint, path = entry["endpoint"], entry["path"]
         level = endpoint.split(".")[2]
-        scope = {"repository": path_part(path, "repos"), "user": path_part(path, "users"),
-                 "workspace": workspace}[level]
+        scope = {
+            "repository": path_part(path, "repos"),
+            "user": path_part(path, "users"),
+            "workspace": workspace,
+        }[level]
         if endpoint.startswith("commits.list"):
             cursor = cursors.commits.get((level, scope))
             bound = None if cursor is None else max(start - SLACK, cursor - LOOKBACK - SLACK)
@@ -106,11 +131,13 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
         else:
             kind = "changes" if "changes" in endpoint else "pull-requests"
             cursor = cursors.statistics.get((kind, scope))
-            bound = None if cursor is None else period_floor(max(start, cursor - LOOKBACK),
-                                                              grain)
+            bound = None if cursor is None else period_floor(max(start, cursor - LOOKBACK), grain)
             until = wire_time(entry["params"]["until_date"])
-            if (kind == "pull-requests" and (scope, since) in refreshed
-                    and until == period_next(since, grain)):
+            if (
+                kind == "pull-requests"
+                and (scope, since) in refreshed
+                and until == period_next(since, grain)
+            ):
                 checked += 1
                 continue
         if level == "workspace" and ".list." in endpoint:
@@ -121,13 +148,15 @@ def assert_reads_only_look_back(log: list[dict[str, Any]], cursors: Cursors, sta
         # the wire form has whole seconds: a bound inside a second may be floored to it
         assert since >= bound.replace(microsecond=0), (
             f"{endpoint} {scope}: since {since} is before the look-back bound {bound} "
-            f"(cursor {cursor})")
+            f"(cursor {cursor})"
+        )
         checked += 1
     assert checked > 0
 
 
-def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
-                              grain: str = GRAIN) -> None:
+def assert_request_parameters(
+    log: list[dict[str, Any]], clock: datetime, grain: str = GRAIN
+) -> None:
     """Every request: raw-token auth, JSON, explicit +00:00 offsets, the endpoint's params,
     list requests with the run's frozen until_date, statistics in whole UTC periods of the
     run's grain."""
@@ -150,7 +179,8 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
         if endpoint.startswith("commits.list"):
             assert params["merges"] == "include" and params["order"] == "oldest", entry
             assert params.get("with_lines") == (
-                "true" if endpoint == "commits.list.repository" else None), entry
+                "true" if endpoint == "commits.list.repository" else None
+            ), entry
         elif endpoint.startswith("pull-requests.list"):
             assert params["date_type"] == "updated" and params["state"] == "all", entry
         elif endpoint.startswith("pull-requests.statistics"):
@@ -164,9 +194,15 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
             assert wire_time(params["until_date"]) == min(period_next(since, grain), clock), entry
             assert "pagelen" not in params, entry
     assert {e for e in seen if e != "users.list"} == {
-        "commits.list.workspace", "commits.list.repository", "commits.list.user",
-        "commits.changes-statistics.repository", "pull-requests.list.workspace",
-        "pull-requests.list.repository", "pull-requests.list.user",
-        "pull-requests.statistics.workspace", "pull-requests.statistics.repository",
-        "pull-requests.statistics.user.short"}
+        "commits.list.workspace",
+        "commits.list.repository",
+        "commits.list.user",
+        "commits.changes-statistics.repository",
+        "pull-requests.list.workspace",
+        "pull-requests.list.repository",
+        "pull-requests.list.user",
+        "pull-requests.statistics.workspace",
+        "pull-requests.statistics.repository",
+        "pull-requests.statistics.user.short",
+    }
     assert seen["users.list"] >= 1

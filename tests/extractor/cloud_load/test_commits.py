@@ -25,8 +25,12 @@ def test_repository_commits_equal_truth(loaded: Loaded) -> None:
 
 def test_local_date_is_the_wall_time_not_the_instant(loaded: Loaded) -> None:
     """date_local is the author's wall time: instant + offset, never the UTC instant."""
-    rows = dict(((s, h), d) for s, h, d in select(
-        loaded.loader, "cloud_commits", ("repository_slug", "hash", "date_local")))
+    rows = dict(
+        ((s, h), d)
+        for s, h, d in select(
+            loaded.loader, "cloud_commits", ("repository_slug", "hash", "date_local")
+        )
+    )
     shifted = 0
     for c in loaded.truth.commits:
         offset = timedelta(minutes=c["_sim"]["offset_minutes"])
@@ -43,8 +47,10 @@ def test_workspace_commits_equal_truth(loaded: Loaded) -> None:
 def test_user_commits_equal_truth(loaded: Loaded) -> None:
     """cloud_user_commits: each user's truth commits (alias e-mails included), no one else's."""
     check_user_commits(loaded.loader, loaded.truth, loaded.window)
-    users = {u for (u,) in loaded.loader.rows(
-        "SELECT DISTINCT read_for_user_uuid FROM cloud_user_commits")}
+    users = {
+        u
+        for (u,) in loaded.loader.rows("SELECT DISTINCT read_for_user_uuid FROM cloud_user_commits")
+    }
     assert len(users) == len(loaded.truth.users)
 
 

@@ -55,9 +55,16 @@ def conditioned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Conditione
         loader = Loader(sim, Path(tmp_path_factory.mktemp("cloud_conditions")))
         truth = Truth.read(sim)
         result, log = run_with_log(sim, loader, start_date=CONDITIONS_START.date().isoformat())
-        yield Conditioned(loader, truth, Window(CONDITIONS_START, truth.clock,
-                                                hidden=frozenset({forbidden})),
-                          result, log, loc, unindexed, forbidden)
+        yield Conditioned(
+            loader,
+            truth,
+            Window(CONDITIONS_START, truth.clock, hidden=frozenset({forbidden})),
+            result,
+            log,
+            loc,
+            unindexed,
+            forbidden,
+        )
 
 
 def repo_requests(c: Conditioned, endpoint: str, slug: str) -> list[dict[str, Any]]:
@@ -91,24 +98,29 @@ def test_indexing_disabled_loads_commits_without_lines(conditioned: Conditioned)
     the other readable repositories keep their lines."""
     c = conditioned
     readable = {r["slug"] for r in c.truth.repos} - {c.unindexed, c.forbidden}
-    check_repository_commits(c.loader, c.truth, replace_repos(c.window, readable),
-                             no_lines=[c.loc_disabled])
+    check_repository_commits(
+        c.loader, c.truth, replace_repos(c.window, readable), no_lines=[c.loc_disabled]
+    )
     assert count(c.loader, "cloud_commits", f"WHERE repository_slug = '{c.loc_disabled}'") > 0
     assert count(c.loader, "cloud_commits", "WHERE lines_added IS NOT NULL") > 0
     requests = repo_requests(c, "commits.list.repository", c.loc_disabled)
     assert [(e["params"].get("with_lines"), e["status"]) for e in requests] == [
-        ("true", 400), (None, 200)]
-    assert not count(c.loader, "cloud_commit_change_statistics",
-                     f"WHERE repository_slug = '{c.loc_disabled}'")
+        ("true", 400),
+        (None, 200),
+    ]
+    assert not count(
+        c.loader, "cloud_commit_change_statistics", f"WHERE repository_slug = '{c.loc_disabled}'"
+    )
 
 
 def test_unindexed_repository_is_skipped_after_retries(conditioned: Conditioned) -> None:
     """Endpoints 9 and 10 are retried (retry.skip_retry_attempts) then skipped; the workspace
     list still has the repository's commits."""
     c = conditioned
-    for endpoint, label in (("commits.list.repository", "commits.repository"),
-                            ("commits.changes-statistics.repository",
-                             "change_statistics.repository")):
+    for endpoint, label in (
+        ("commits.list.repository", "commits.repository"),
+        ("commits.changes-statistics.repository", "change_statistics.repository"),
+    ):
         statuses = [e["status"] for e in repo_requests(c, endpoint, c.unindexed)]
         attempts = int(FAST_RETRY["skip_retry_attempts"])
         assert statuses == [409] * attempts, endpoint
@@ -116,18 +128,23 @@ def test_unindexed_repository_is_skipped_after_retries(conditioned: Conditioned)
     for table in ("cloud_commits", "cloud_commit_change_statistics"):
         assert not count(c.loader, table, f"WHERE repository_slug = '{c.unindexed}'")
     check_workspace_commits(c.loader, c.truth, c.window)
-    assert count(c.loader, "cloud_workspace_commits",
-                 f"WHERE repository_slug = '{c.unindexed}'") > 0
+    assert (
+        count(c.loader, "cloud_workspace_commits", f"WHERE repository_slug = '{c.unindexed}'") > 0
+    )
 
 
 def test_forbidden_repository_is_skipped_and_absent(conditioned: Conditioned) -> None:
     """Its commits are in no commit table; its pull requests (not refused) are loaded."""
     c = conditioned
-    for table in ("cloud_commits", "cloud_workspace_commits", "cloud_user_commits",
-                  "cloud_commit_parents", "cloud_commit_change_statistics"):
+    for table in (
+        "cloud_commits",
+        "cloud_workspace_commits",
+        "cloud_user_commits",
+        "cloud_commit_parents",
+        "cloud_commit_change_statistics",
+    ):
         assert not count(c.loader, table, f"WHERE repository_slug = '{c.forbidden}'")
-    assert [e["status"] for e in repo_requests(c, "commits.list.repository", c.forbidden)] == [
-        403]
+    assert [e["status"] for e in repo_requests(c, "commits.list.repository", c.forbidden)] == [403]
     check_user_commits(c.loader, c.truth, c.window)
     check_pull_requests(c.loader, c.truth, c.window, "repository")
     assert count(c.loader, "cloud_pull_requests", f"WHERE repository_slug = '{c.forbidden}'") > 0
@@ -140,8 +157,9 @@ def test_other_repositories_load_fully_under_conditions(conditioned: Conditioned
     assert len(others) == 2
     # parents come from all three commit lists: the unindexed repository's via 8 and 11
     check_parents(c.loader, c.truth, c.window, repos=others | {c.loc_disabled, c.unindexed})
-    check_change_statistics(c.loader, c.truth, c.window,
-                            skipped={c.loc_disabled, c.unindexed, c.forbidden})
+    check_change_statistics(
+        c.loader, c.truth, c.window, skipped={c.loc_disabled, c.unindexed, c.forbidden}
+    )
     check_primary_keys(c.loader)
 
 

@@ -40,19 +40,25 @@ def test_second_run_with_nothing_new_changes_nothing(loaded: Loaded) -> None:
 
 def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
     """The nightly run starts each scope at its cursor minus the look-back, not at the start."""
-    assert_reads_only_look_back(loaded.second_log, loaded.cursors, START,
-                                loaded.truth.workspace,
-                                refreshed_periods(loaded.truth, loaded.cursors, loaded.grain),
-                                loaded.grain)
+    assert_reads_only_look_back(
+        loaded.second_log,
+        loaded.cursors,
+        START,
+        loaded.truth.workspace,
+        refreshed_periods(loaded.truth, loaded.cursors, loaded.grain),
+        loaded.grain,
+    )
     assert len(loaded.second_log) < len(loaded.first_log)
     if loaded.grain == "day":  # a statistics request per day of the range, against 3 or 4
         assert len(loaded.second_log) < len(loaded.first_log) / 3
 
 
-@pytest.mark.parametrize(("destination", "grain"),
-                         [*((d, GRAIN) for d in DESTINATIONS), ("duckdb", "day")])
-def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destination: str,
-                                        grain: str) -> None:
+@pytest.mark.parametrize(
+    ("destination", "grain"), [*((d, GRAIN) for d in DESTINATIONS), ("duckdb", "day")]
+)
+def test_incremental_load_after_advance(
+    make_sim: Any, tmp_path: Path, destination: str, grain: str
+) -> None:
     """After a day of activity the next run catches late commits, state changes, new items
     and the new user and repository, and every table equals the truth again; statistics by
     month (the default) or by day."""
@@ -74,8 +80,11 @@ def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destinati
     assert late and all(instant(c) < old.clock for c in late)  # authored before the old clock
     assert not {c["hash"] for c in late} & before
     # a plain date cursor would drop them: they are older than their repository's cursor
-    assert any(datetime.fromisoformat(c["date"]).replace(tzinfo=UTC)
-               < cursors.commits[("repository", c["repository"]["slug"])] for c in late)
+    assert any(
+        datetime.fromisoformat(c["date"]).replace(tzinfo=UTC)
+        < cursors.commits[("repository", c["repository"]["slug"])]
+        for c in late
+    )
     for table in ("cloud_commits", "cloud_workspace_commits"):
         loaded_hashes = {h for (h,) in select(loader, table, ("hash",))}
         assert {c["hash"] for c in late} <= loaded_hashes, table
@@ -85,14 +94,20 @@ def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destinati
     assert answer["pull_request_changes"]
     # A new PR whose updated date is exactly the clock lies outside [since, until): the next
     # run's look-back reads it (check_everything below holds it to the same rule).
-    updated = {(p["destination"]["repository"]["slug"], p["id"]): from_ms(p["_sim"]["updated_ms"])
-               for p in truth.prs}
+    updated = {
+        (p["destination"]["repository"]["slug"], p["id"]): from_ms(p["_sim"]["updated_ms"])
+        for p in truth.prs
+    }
     new_prs = [tuple(k) for k in answer["new_pull_requests"] if updated[tuple(k)] < truth.clock]
     assert new_prs
-    for table in ("cloud_pull_requests", "cloud_workspace_pull_requests",
-                  "cloud_user_pull_requests"):
-        states = {(s, i): st for s, i, st in select(loader, table,
-                                                    ("repository_slug", "id", "state"))}
+    for table in (
+        "cloud_pull_requests",
+        "cloud_workspace_pull_requests",
+        "cloud_user_pull_requests",
+    ):
+        states = {
+            (s, i): st for s, i, st in select(loader, table, ("repository_slug", "id", "state"))
+        }
         for slug, number, state in answer["pull_request_changes"]:
             assert states[(slug, number)] == state, (table, slug, number)
         for key in new_prs:
@@ -105,13 +120,17 @@ def test_incremental_load_after_advance(make_sim: Any, tmp_path: Path, destinati
     # Statistics: every period equals the truth again — the re-read periods (and the new
     # one), and the older creation periods of pull requests that changed state (read again
     # for them).
-    old_periods = {period_floor(from_ms(p["_sim"]["created_ms"]), grain) for p in truth.prs
-                   if (p["destination"]["repository"]["slug"], p["id"])
-                   in {(slug, number) for slug, number, _ in answer["pull_request_changes"]}}
+    old_periods = {
+        period_floor(from_ms(p["_sim"]["created_ms"]), grain)
+        for p in truth.prs
+        if (p["destination"]["repository"]["slug"], p["id"])
+        in {(slug, number) for slug, number, _ in answer["pull_request_changes"]}
+    }
     reread = period_floor(old.clock - LOOKBACK, grain)
     assert [d for d in old_periods if d < reread], "no changed pull request older than look-back"
     check_pr_statistics(loader, truth, window, grain=grain)
     check_change_statistics(loader, truth, window, from_day=reread, grain=grain)
-    assert_reads_only_look_back(log, cursors, START, truth.workspace,
-                                refreshed_periods(truth, cursors, grain), grain)
+    assert_reads_only_look_back(
+        log, cursors, START, truth.workspace, refreshed_periods(truth, cursors, grain), grain
+    )
     assert_request_parameters(log, truth.clock, grain)

@@ -19,17 +19,27 @@ def test_first_run_is_clean(loaded: Loaded) -> None:
 
 def test_column_types(loaded: Loaded) -> None:
     """The commit date stays zone-less (TIMESTAMP); pull-request and period dates are aware."""
-    for table in ("cloud_commits", "cloud_workspace_commits", "cloud_user_commits",
-                  "cloud_commit_parents"):
+    for table in (
+        "cloud_commits",
+        "cloud_workspace_commits",
+        "cloud_user_commits",
+        "cloud_commit_parents",
+    ):
         assert column_types(loaded.loader, table)["date_local"] == "TIMESTAMP", table
-    for table in ("cloud_pull_requests", "cloud_workspace_pull_requests",
-                  "cloud_user_pull_requests"):
+    for table in (
+        "cloud_pull_requests",
+        "cloud_workspace_pull_requests",
+        "cloud_user_pull_requests",
+    ):
         types = column_types(loaded.loader, table)
         for name in ("created_at", "updated_at", "closed_at"):
             assert types[name] == "TIMESTAMP WITH TIME ZONE", (table, name)
     types = column_types(loaded.loader, "cloud_commits")
     assert (types["lines_added"], types["parent_count"], types["is_merge"]) == (
-        "BIGINT", "INTEGER", "BOOLEAN")
+        "BIGINT",
+        "INTEGER",
+        "BOOLEAN",
+    )
 
 
 def test_users_equal_truth(loaded: Loaded) -> None:

@@ -36,16 +36,20 @@ def test_configured_repository_and_user_only(make_sim: Any, tmp_path: Path) -> N
     truth = Truth.read(sim)
     slug = "Ui Api 3"  # spaces in the slug: quoted in the path
     assert slug in {r["slug"] for r in truth.repos}
-    user = max(truth.users, key=lambda u: sum(
-        1 for c in truth.commits if c["_sim"]["user"] == u["_sim"]["slug"]))["uuid"]
+    user = max(
+        truth.users,
+        key=lambda u: sum(1 for c in truth.commits if c["_sim"]["user"] == u["_sim"]["slug"]),
+    )["uuid"]
     loader = Loader(sim, tmp_path)
-    result, log = run_with_log(sim, loader, repositories=[slug], users=[user],
-                               start_date=SCOPES_START.date().isoformat())
+    result, log = run_with_log(
+        sim, loader, repositories=[slug], users=[user], start_date=SCOPES_START.date().isoformat()
+    )
     assert not result.report.skips
     window = Window(SCOPES_START, truth.clock, frozenset({slug}), frozenset({user}))
     # the window's lower edge is exercised: older commits of the repository exist
-    assert any(instant(c) < SCOPES_START - SLACK for c in truth.commits
-               if c["repository"]["slug"] == slug)
+    assert any(
+        instant(c) < SCOPES_START - SLACK for c in truth.commits if c["repository"]["slug"] == slug
+    )
     for entry in log:
         if entry["endpoint"].endswith(".repository"):
             assert path_part(entry["path"], "repos") == slug, entry
@@ -70,17 +74,25 @@ def test_repository_level_only(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(edition="cloud")
     truth = Truth.read(sim)
     loader = Loader(sim, tmp_path)
-    result, log = run_with_log(sim, loader, levels=["repository"],
-                               start_date=SCOPES_START.date().isoformat())
+    result, log = run_with_log(
+        sim, loader, levels=["repository"], start_date=SCOPES_START.date().isoformat()
+    )
     assert not result.report.skips
-    assert data_tables(loader) == {"cloud_commits", "cloud_commit_parents",
-                                   "cloud_pull_requests", "cloud_pull_request_statistics",
-                                   "cloud_commit_change_statistics"}
+    assert data_tables(loader) == {
+        "cloud_commits",
+        "cloud_commit_parents",
+        "cloud_pull_requests",
+        "cloud_pull_request_statistics",
+        "cloud_commit_change_statistics",
+    }
     endpoints = {e["endpoint"] for e in log}
     assert {e for e in endpoints if not e.endswith(".repository")} <= {
-        "commits.list.workspace", "pull-requests.list.workspace"}
-    assert {path_part(e["path"], "repos") for e in log
-            if e["endpoint"] == "commits.list.repository"} == {r["slug"] for r in truth.repos}
+        "commits.list.workspace",
+        "pull-requests.list.workspace",
+    }
+    assert {
+        path_part(e["path"], "repos") for e in log if e["endpoint"] == "commits.list.repository"
+    } == {r["slug"] for r in truth.repos}
     window = Window(SCOPES_START, truth.clock)
     check_repository_commits(loader, truth, window)
     check_pr_statistics(loader, truth, window, levels=("repository",))
@@ -91,15 +103,21 @@ def test_commit_resources_only(make_sim: Any, tmp_path: Path) -> None:
     sim = make_sim(edition="cloud")
     truth = Truth.read(sim)
     loader = Loader(sim, tmp_path)
-    result, log = run_with_log(sim, loader, resources=["commits"],
-                               start_date=SCOPES_START.date().isoformat())
+    result, log = run_with_log(
+        sim, loader, resources=["commits"], start_date=SCOPES_START.date().isoformat()
+    )
     assert not result.report.skips
-    assert data_tables(loader) == {"cloud_commits", "cloud_workspace_commits",
-                                   "cloud_user_commits", "cloud_commit_parents"}
+    assert data_tables(loader) == {
+        "cloud_commits",
+        "cloud_workspace_commits",
+        "cloud_user_commits",
+        "cloud_commit_parents",
+    }
     endpoints = {e["endpoint"] for e in log}
     assert not {e for e in endpoints if "statistics" in e}
     assert {e for e in endpoints if e.startswith("pull-requests")} <= {
-        "pull-requests.list.workspace"}  # repository discovery only
+        "pull-requests.list.workspace"
+    }  # repository discovery only
     window = Window(SCOPES_START, truth.clock)
     check_repository_commits(loader, truth, window)
     check_user_commits(loader, truth, window)
@@ -116,26 +134,37 @@ def test_quiet_repository_read_before_is_still_read(make_sim: Any, tmp_path: Pat
         activity.setdefault(c["repository"]["slug"], []).append(instant(c))
     for pr in truth.prs:
         activity.setdefault(pr["destination"]["repository"]["slug"], []).extend(
-            from_ms(pr["_sim"][k]) for k in ("created_ms", "updated_ms"))
-    gap, low, high, slug = max((b - a, a, b, slug) for slug, times in activity.items()
-                               for a, b in zip(sorted(times), sorted(times)[1:], strict=False))
+            from_ms(pr["_sim"][k]) for k in ("created_ms", "updated_ms")
+        )
+    gap, low, high, slug = max(
+        (b - a, a, b, slug)
+        for slug, times in activity.items()
+        for a, b in zip(sorted(times), sorted(times)[1:], strict=False)
+    )
     first = (low + timedelta(days=5, hours=2)).replace(minute=0, second=0, microsecond=0)
     second = first + timedelta(hours=6)
     assert second < high, f"no quiet gap long enough ({gap})"
     loader = Loader(sim, tmp_path)
-    args: dict[str, Any] = dict(levels=["repository"], resources=["commits"],
-                                start_date=(low - timedelta(days=5)).isoformat())
+    args: dict[str, Any] = dict(
+        levels=["repository"],
+        resources=["commits"],
+        start_date=(low - timedelta(days=5)).isoformat(),
+    )
     loader.load(now=first, **args)
     quiet = f"WHERE repository_slug = '{slug}' ORDER BY ALL"
     rows = select(loader, "cloud_commits", COMMIT_COLUMNS, quiet)
     assert rows
     result, log = run_with_log(sim, loader, now=second, **args)
     assert not result.report.skips
-    discovery = [wire_time(e["params"]["since_date"]) for e in log
-                 if e["endpoint"] in ("commits.list.workspace", "pull-requests.list.workspace")]
+    discovery = [
+        wire_time(e["params"]["since_date"])
+        for e in log
+        if e["endpoint"] in ("commits.list.workspace", "pull-requests.list.workspace")
+    ]
     assert discovery and min(discovery) > low  # the quiet repository is not discoverable
-    assert slug in {path_part(e["path"], "repos") for e in log
-                    if e["endpoint"] == "commits.list.repository"}
+    assert slug in {
+        path_part(e["path"], "repos") for e in log if e["endpoint"] == "commits.list.repository"
+    }
     assert select(loader, "cloud_commits", COMMIT_COLUMNS, quiet) == rows
     start = datetime.fromisoformat(args["start_date"])
     check_repository_commits(loader, truth, Window(start, second))

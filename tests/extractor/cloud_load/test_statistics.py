@@ -10,8 +10,10 @@ def test_pull_request_statistics_equal_truth(loaded: Loaded) -> None:
     """One row per level, scope and period (month by default, or day); counts by state of the
     PRs created in it."""
     check_pr_statistics(loaded.loader, loaded.truth, loaded.window, grain=loaded.grain)
-    assert {p for (p,) in loaded.loader.rows(
-        "SELECT DISTINCT period FROM cloud_pull_request_statistics")} == {loaded.grain}
+    assert {
+        p
+        for (p,) in loaded.loader.rows("SELECT DISTINCT period FROM cloud_pull_request_statistics")
+    } == {loaded.grain}
 
 
 def test_change_statistics_equal_truth(loaded: Loaded) -> None:

@@ -54,14 +54,19 @@ class Loaded:
 
 def read_cursors(loader: Loader) -> dict[tuple[str, str, str], datetime]:
     """(kind, level, scope) -> the newest cursor value loaded for that list scope."""
-    scope_sql = {"global": "'global'", "project": "project_key",
-                 "repository": "project_key || '/' || repository_slug", "user": "read_for_user"}
+    scope_sql = {
+        "global": "'global'",
+        "project": "project_key",
+        "repository": "project_key || '/' || repository_slug",
+        "user": "read_for_user",
+    }
     cursors = {}
     for kind, column in (("commits", "author_timestamp"), ("pull_requests", "updated_at")):
         for level in LEVELS:
             for scope, newest in loader.rows(
-                    f'SELECT {scope_sql[level]}, max({column}) FROM '
-                    f'"{LEVEL_TABLES[kind][level]}" GROUP BY 1'):
+                f"SELECT {scope_sql[level]}, max({column}) FROM "
+                f'"{LEVEL_TABLES[kind][level]}" GROUP BY 1'
+            ):
                 cursors[(kind.replace("_", "-"), level, scope)] = newest
     return cursors
 
@@ -73,8 +78,9 @@ LOADS.append(pytest.param(("duckdb", "day"), id="duckdb-day"))
 
 
 @pytest.fixture(scope="package", params=LOADS)
-def loaded(request: pytest.FixtureRequest, server_sim: Simulator,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+def loaded(
+    request: pytest.FixtureRequest, server_sim: Simulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Loaded]:
     """A tiny self-hosted host, every level and resource, from 2026-03-01 to its clock, then
     loaded again with nothing new, into each destination with its default settings (and into
     DuckDB by day)."""
@@ -88,5 +94,18 @@ def loaded(request: pytest.FixtureRequest, server_sim: Simulator,
     first_tables = contents(loader)
     cursors = read_cursors(loader)
     second, second_log = run_with_log(sim, loader, **grained)
-    yield Loaded(sim, loader, truth, window, expected_scopes(truth, window), first, first_log,
-                 first_tables, second, second_log, contents(loader), cursors, grain)
+    yield Loaded(
+        sim,
+        loader,
+        truth,
+        window,
+        expected_scopes(truth, window),
+        first,
+        first_log,
+        first_tables,
+        second,
+        second_log,
+        contents(loader),
+        cursors,
+        grain,
+    )

@@ -19,10 +19,11 @@ from tests.extractor.helpers import GRAIN, period_floor, period_next, select
 
 MAX_CSV_WINDOW = timedelta(days=366)
 WIRE_FORMAT = "%Y-%m-%dT%H:%M:%S+00:00"
-CSV_KEYS = {"commits": ("project", "repository", "commit_hash"),
-            "pull-requests": ("project", "repository", "pull_request_id")}
-EXPORT_TABLES = {"commits": "server_commit_exports",
-                 "pull-requests": "server_pull_request_exports"}
+CSV_KEYS = {
+    "commits": ("project", "repository", "commit_hash"),
+    "pull-requests": ("project", "repository", "pull_request_id"),
+}
+EXPORT_TABLES = {"commits": "server_commit_exports", "pull-requests": "server_pull_request_exports"}
 
 
 def wire(moment: datetime) -> str:
@@ -36,7 +37,7 @@ def wire_time(text: str) -> datetime:
 
 def scope_of_path(path: str, prefix: str) -> tuple[str, str]:
     """(level, scope key) of an API path, as the extractor names its scopes."""
-    parts = path[len(prefix):].strip("/").split("/")
+    parts = path[len(prefix) :].strip("/").split("/")
     if parts[0] == "projects" and len(parts) > 2 and parts[2] == "repos":
         return "repository", f"{parts[1]}/{parts[3]}"
     if parts[0] == "projects":
@@ -65,21 +66,28 @@ def snake(header: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", header.lower()).strip("_")
 
 
-def served_csv(sim: Simulator, entry: Mapping[str, Any], auth: tuple[str, str],
-               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+def served_csv(
+    sim: Simulator,
+    entry: Mapping[str, Any],
+    auth: tuple[str, str],
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Fetch the CSV a logged export request got, ourselves: (column names, typed rows)."""
-    response = requests.get(sim.base_url + entry["path"], params=entry["params"], auth=auth,
-                            timeout=30)
+    response = requests.get(
+        sim.base_url + entry["path"], params=entry["params"], auth=auth, timeout=30
+    )
     assert response.status_code == 200 and response.headers["Content-Type"].startswith(
-        "text/csv"), response.text[:200]
+        "text/csv"
+    ), response.text[:200]
     reader = csv.reader(io.StringIO(response.content.decode("utf-8"), newline=""))
     names = [snake(h) for h in next(reader)]
-    return names, [tuple(csv_value(n, v) for n, v in zip(names, row, strict=True))
-                   for row in reader]
+    return names, [
+        tuple(csv_value(n, v) for n, v in zip(names, row, strict=True)) for row in reader
+    ]
 
 
-def check_exports_equal_served(loader: Loader, sim: Simulator, log: list[dict[str, Any]],
-                               auth: tuple[str, str]) -> dict[str, int]:
+def check_exports_equal_served(
+    loader: Loader, sim: Simulator, log: list[dict[str, Any]], auth: tuple[str, str]
+) -> dict[str, int]:
     """Each export table holds, per level and scope, exactly the rows the CSV endpoints serve
     for the windows the run asked for (a later window's row replaces an earlier one's)."""
     prefix = sim.info()["api_prefix"]
@@ -105,15 +113,17 @@ def check_exports_equal_served(loader: Loader, sim: Simulator, log: list[dict[st
             keyed[key] = row
         missing, extra = set(expected) - set(keyed), set(keyed) - set(expected)
         assert not missing and not extra, (
-            f"{table}: missing {sorted(missing, key=str)[:3]}, extra {sorted(extra, key=str)[:3]}")
+            f"{table}: missing {sorted(missing, key=str)[:3]}, extra {sorted(extra, key=str)[:3]}"
+        )
         wrong = [(keyed[k], expected[k]) for k in expected if keyed[k] != expected[k]]
         assert not wrong, f"{table}: {len(wrong)} rows differ from the CSV, e.g. {wrong[:2]}"
         sizes[kind] = len(expected)
     return sizes
 
 
-def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
-                              auth: str = "basic", grain: str = GRAIN) -> None:
+def assert_request_parameters(
+    log: list[dict[str, Any]], clock: datetime, auth: str = "basic", grain: str = GRAIN
+) -> None:
     """Every request: the auth scheme, explicit +00:00 offsets, the run's frozen untilDate on
     lists, the endpoint's parameters, page sizes at the maxima, statistics in whole UTC
     periods of the run's grain, CSV windows of at most 366 days."""
@@ -147,5 +157,6 @@ def assert_request_parameters(log: list[dict[str, Any]], clock: datetime,
 
 def single_commit_ids(log: list[dict[str, Any]]) -> list[str]:
     """Commit ids of the single-commit requests in a log, in request order."""
-    return [e["path"].rsplit("/", 1)[1] for e in log
-            if e["endpoint"] == "commits.single.repository"]
+    return [
+        e["path"].rsplit("/", 1)[1] for e in log if e["endpoint"] == "commits.single.repository"
+    ]

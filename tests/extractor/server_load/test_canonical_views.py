@@ -14,32 +14,35 @@ from tests.extractor.server_load.truth import Truth, Window, at, commit_row, pr_
 
 VIEW_COLUMNS = {
     "commits": "edition, project_key, repository_slug, commit_id, author_name, author_email, "
-               "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
-               "is_merge, parent_count",
+    "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
+    "is_merge, parent_count",
     "pull_requests": "edition, project_key, repository_slug, pull_request_id, title, state, "
-                     "created_at, updated_at, closed_at, author_name, author_user, "
-                     "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
-                     "resolved_at_source",
+    "created_at, updated_at, closed_at, author_name, author_user, "
+    "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
+    "resolved_at_source",
     "pull_request_statistics": "edition, level, scope, period, period_start, period_end, "
-                               "pull_requests, open, merged, declined, superseded",
+    "pull_requests, open, merged, declined, superseded",
     "commit_statistics": "edition, level, scope, period, period_start, period_end, commits, "
-                         "lines_added, lines_deleted",
+    "lines_added, lines_deleted",
     "daily_author_activity": "edition, project_key, repository_slug, author_name, day, "
-                             "commits, lines_added, lines_deleted",
+    "commits, lines_added, lines_deleted",
 }
 
 
 # The canonical views are DuckDB's (README: Canonical views): their tests take the DuckDB load.
-DUCKDB_ONLY = pytest.mark.parametrize("loaded", [("duckdb", GRAIN)], indirect=True,
-                                      ids=["duckdb"])
+DUCKDB_ONLY = pytest.mark.parametrize("loaded", [("duckdb", GRAIN)], indirect=True, ids=["duckdb"])
 
 
 @DUCKDB_ONLY
 def test_views_have_the_readme_columns(loaded: Loaded) -> None:
     for view, columns in VIEW_COLUMNS.items():
-        got = [name for (name,) in loaded.loader.rows(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            f"'{DATASET}' AND table_name = '{view}' ORDER BY ordinal_position")]
+        got = [
+            name
+            for (name,) in loaded.loader.rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                f"'{DATASET}' AND table_name = '{view}' ORDER BY ordinal_position"
+            )
+        ]
         assert got == [c.strip() for c in columns.split(",")], view
         assert loaded.loader.rows(f'SELECT DISTINCT edition FROM "{view}"') == [("server",)]
 
@@ -53,35 +56,106 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     expected: list[tuple[Any, ...]] = sorted(
         (p, s, i, name, email, user, when, None, added, deleted, merge, parents)
         for p, s, i, name, email, user, when, added, deleted, merge, parents in select(
-            loader, "server_commits", (
-                "project_key", "repository_slug", "id", "author_display_name", "author_email",
-                "user_name", "author_timestamp", "lines_added", "lines_deleted", "is_merge",
-                "parent_count")))
+            loader,
+            "server_commits",
+            (
+                "project_key",
+                "repository_slug",
+                "id",
+                "author_display_name",
+                "author_email",
+                "user_name",
+                "author_timestamp",
+                "lines_added",
+                "lines_deleted",
+                "is_merge",
+                "parent_count",
+            ),
+        )
+    )
     assert view == expected and len(view) == count(loader, "server_commits")
 
     reviewers = {pr_row(p)[:3]: len(p["reviewers"]) for p in loaded.truth.prs}
     # resolved_at and its source are compared with the truth in test_views.py
-    view = sorted(loader.rows(
-        "SELECT * EXCLUDE (edition, resolved_at, resolved_at_source) FROM pull_requests"))
+    view = sorted(
+        loader.rows(
+            "SELECT * EXCLUDE (edition, resolved_at, resolved_at_source) FROM pull_requests"
+        )
+    )
     expected = sorted(
-        (p, s, i, title, state, created, updated, None, name, user, branch, None, None,
-         reviewers[(p, s, i)])
+        (
+            p,
+            s,
+            i,
+            title,
+            state,
+            created,
+            updated,
+            None,
+            name,
+            user,
+            branch,
+            None,
+            None,
+            reviewers[(p, s, i)],
+        )
         for p, s, i, title, state, created, updated, name, user, branch in select(
-            loader, "server_pull_requests", (
-                "project_key", "repository_slug", "id", "title", "state", "created_at",
-                "updated_at", "author_display_name", "author_user_name", "to_branch")))
+            loader,
+            "server_pull_requests",
+            (
+                "project_key",
+                "repository_slug",
+                "id",
+                "title",
+                "state",
+                "created_at",
+                "updated_at",
+                "author_display_name",
+                "author_user_name",
+                "to_branch",
+            ),
+        )
+    )
     assert view == expected and any(row[-1] > 1 for row in view)
 
     view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM pull_request_statistics"))
-    expected = sorted((*r, None) for r in select(loader, "server_pull_request_statistics", (
-        "level", "scope", "period", "period_start", "period_end", "pull_requests", "open",
-        "merged", "declined")))
+    expected = sorted(
+        (*r, None)
+        for r in select(
+            loader,
+            "server_pull_request_statistics",
+            (
+                "level",
+                "scope",
+                "period",
+                "period_start",
+                "period_end",
+                "pull_requests",
+                "open",
+                "merged",
+                "declined",
+            ),
+        )
+    )
     assert view == expected and view
 
     view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM commit_statistics"))
-    expected = sorted(select(loader, "server_commit_statistics", (
-        "level", "scope", "period", "period_start", "period_end", "commits", "lines_added",
-        "lines_deleted")))
+    expected = sorted(
+        select(
+            loader,
+            "server_commit_statistics",
+            (
+                "level",
+                "scope",
+                "period",
+                "period_start",
+                "period_end",
+                "commits",
+                "lines_added",
+                "lines_deleted",
+            ),
+        )
+    )
     assert view == expected and view
 
 
@@ -109,5 +183,6 @@ def test_daily_author_activity_equals_truth(loaded: Loaded, session_zone: str) -
         con.execute(f"SET schema '{DATASET}'")
         got = con.execute(
             "SELECT project_key, repository_slug, author_name, day, commits, lines_added, "
-            "lines_deleted FROM daily_author_activity ORDER BY ALL").fetchall()
+            "lines_deleted FROM daily_author_activity ORDER BY ALL"
+        ).fetchall()
     assert got == expected_daily_activity(loaded.truth, loaded.window)

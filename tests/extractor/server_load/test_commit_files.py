@@ -20,8 +20,9 @@ from tests.extractor.helpers import run_with_log, select
 from tests.extractor.server_load.request_log import single_commit_ids
 from tests.extractor.server_load.truth import LATE_START, LOOKBACK, check_primary_keys, contents
 
-FILES_ARGS: dict[str, Any] = dict(levels=["repository"], resources=["commits"], with_files=True,
-                                  start_date=LATE_START.isoformat())
+FILES_ARGS: dict[str, Any] = dict(
+    levels=["repository"], resources=["commits"], with_files=True, start_date=LATE_START.isoformat()
+)
 
 
 def check_files(loader: Loader, sim: Simulator) -> int:
@@ -29,18 +30,32 @@ def check_files(loader: Loader, sim: Simulator) -> int:
     truth = {f["id"]: f["files"] for f in sim.truth("files")}
     expected = sorted(
         (p, s, i, f["path"], f["linesOfCode"]["added"], f["linesOfCode"]["deleted"], when)
-        for p, s, i, when in select(loader, "server_commits", (
-            "project_key", "repository_slug", "id", "author_timestamp"))
-        for f in truth[i])
-    got = select(loader, "server_commit_files", (
-        "project_key", "repository_slug", "id", "path", "lines_added", "lines_deleted",
-        "author_timestamp"), "ORDER BY ALL")
+        for p, s, i, when in select(
+            loader, "server_commits", ("project_key", "repository_slug", "id", "author_timestamp")
+        )
+        for f in truth[i]
+    )
+    got = select(
+        loader,
+        "server_commit_files",
+        (
+            "project_key",
+            "repository_slug",
+            "id",
+            "path",
+            "lines_added",
+            "lines_deleted",
+            "author_timestamp",
+        ),
+        "ORDER BY ALL",
+    )
     assert got == expected
     return len(got)
 
 
-def test_with_files_fetches_each_new_commit_once(make_sim: Callable[..., Simulator],
-                                                 tmp_path: Path) -> None:
+def test_with_files_fetches_each_new_commit_once(
+    make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
     """Each repository-level commit is fetched once with withFiles=true; a rerun fetches
     none; after a day only the new (and late) commits are fetched; files equal the truth."""
     sim = make_sim(edition="server")
@@ -50,8 +65,11 @@ def test_with_files_fetches_each_new_commit_once(make_sim: Callable[..., Simulat
     ids = single_commit_ids(log)
     loaded = {i for (i,) in select(loader, "server_commits", ("id",))}
     assert sorted(ids) == sorted(loaded) and len(ids) == len(set(ids))
-    assert all(e["params"] == {"withFiles": "true"} for e in log
-               if e["endpoint"] == "commits.single.repository")
+    assert all(
+        e["params"] == {"withFiles": "true"}
+        for e in log
+        if e["endpoint"] == "commits.single.repository"
+    )
     assert check_files(loader, sim) > len(loaded) / 2
     before = contents(loader, ["server_commit_files"])
 
@@ -61,8 +79,9 @@ def test_with_files_fetches_each_new_commit_once(make_sim: Callable[..., Simulat
     assert contents(loader, ["server_commit_files"]) == before
 
     answer = sim.advance(days=1)
-    third, log = run_with_log(sim, loader, now=datetime.fromtimestamp(sim.info()["now"], UTC),
-                              **FILES_ARGS)
+    third, log = run_with_log(
+        sim, loader, now=datetime.fromtimestamp(sim.info()["now"], UTC), **FILES_ARGS
+    )
     assert not third.report.skips
     new = {i for (i,) in select(loader, "server_commits", ("id",))} - loaded
     assert set(answer["late_commits"]) <= new
@@ -101,8 +120,7 @@ def unindexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Unindexed]:
         cursor = loader.rows(f"SELECT max(author_timestamp) FROM server_commits {where}")[0][0]
         sim.set_conditions(unindexed={})
         again, again_log = run_with_log(sim, loader, **FILES_ARGS)
-        yield Unindexed(sim, loader, key, slug, skipped, first, first_log, again, again_log,
-                        cursor)
+        yield Unindexed(sim, loader, key, slug, skipped, first, first_log, again, again_log, cursor)
 
 
 def test_unindexed_repository_skips_its_commits_files(unindexed: Unindexed) -> None:
@@ -111,13 +129,20 @@ def test_unindexed_repository_skips_its_commits_files(unindexed: Unindexed) -> N
     u = unindexed
     assert u.skipped
     assert {(s.resource, s.kind) for s in u.first.report.skips} == {
-        (f"server_commit_files:{u.key}/{i}", "unindexed") for i in u.skipped}
+        (f"server_commit_files:{u.key}/{i}", "unindexed") for i in u.skipped
+    }
     assert u.first.report.partial
-    attempts = Counter(e["path"].rsplit("/", 1)[1] for e in u.first_log
-                       if e["endpoint"] == "commits.single.repository" and e["status"] == 409)
+    attempts = Counter(
+        e["path"].rsplit("/", 1)[1]
+        for e in u.first_log
+        if e["endpoint"] == "commits.single.repository" and e["status"] == 409
+    )
     assert attempts == dict.fromkeys(u.skipped, FAST_RETRY["skip_retry_attempts"])
-    others = {e["path"].rsplit("/", 1)[1] for e in u.first_log
-              if e["endpoint"] == "commits.single.repository" and e["status"] == 200}
+    others = {
+        e["path"].rsplit("/", 1)[1]
+        for e in u.first_log
+        if e["endpoint"] == "commits.single.repository" and e["status"] == 200
+    }
     assert others and not others & u.skipped
     truth = {f["id"]: f["files"] for f in u.sim.truth("files")}
     # the second run's fetches are read from the first log's ids only
@@ -131,19 +156,36 @@ def test_unindexed_commits_in_the_look_back_are_fetched_next_run(unindexed: Unin
     and every loaded commit's files then equal the truth except older skipped ones."""
     u = unindexed
     assert not u.again.report.skips
-    recent = {i for (i,) in select(
-        u.loader, "server_commits", ("id",), f"WHERE repository_slug = '{u.slug}' AND "
-        f"author_timestamp >= TIMESTAMPTZ '{(u.cursor - LOOKBACK).isoformat()}'")}
+    recent = {
+        i
+        for (i,) in select(
+            u.loader,
+            "server_commits",
+            ("id",),
+            f"WHERE repository_slug = '{u.slug}' AND "
+            f"author_timestamp >= TIMESTAMPTZ '{(u.cursor - LOOKBACK).isoformat()}'",
+        )
+    }
     assert recent
     fetched = set(single_commit_ids(u.again_log))
     assert recent <= fetched <= u.skipped
     truth = {f["id"]: f["files"] for f in u.sim.truth("files")}
     never = u.skipped - fetched
-    expected = sorted((i, f["path"], f["linesOfCode"]["added"], f["linesOfCode"]["deleted"])
-                      for (i,) in select(u.loader, "server_commits", ("id",))
-                      if i not in never for f in truth[i])
-    assert select(u.loader, "server_commit_files",
-                  ("id", "path", "lines_added", "lines_deleted"), "ORDER BY ALL") == expected
+    expected = sorted(
+        (i, f["path"], f["linesOfCode"]["added"], f["linesOfCode"]["deleted"])
+        for (i,) in select(u.loader, "server_commits", ("id",))
+        if i not in never
+        for f in truth[i]
+    )
+    assert (
+        select(
+            u.loader,
+            "server_commit_files",
+            ("id", "path", "lines_added", "lines_deleted"),
+            "ORDER BY ALL",
+        )
+        == expected
+    )
 
 
 def test_unindexed_commits_are_all_fetched_next_run(unindexed: Unindexed) -> None:
@@ -154,7 +196,10 @@ def test_unindexed_commits_are_all_fetched_next_run(unindexed: Unindexed) -> Non
     assert set(single_commit_ids(u.again_log)) == u.skipped
     check_files(u.loader, u.sim)
     resources = u.loader.pipeline().state["sources"]["repo_analytics"]["resources"]
-    states = {f"{name}:{key}": scope for name, value in resources.items()
-              for key, scope in value.get("scopes", {}).items()}
+    states = {
+        f"{name}:{key}": scope
+        for name, value in resources.items()
+        for key, scope in value.get("scopes", {}).items()
+    }
     assert any("details_fetched" in state for state in states.values())
     assert not [name for name, state in states.items() if state.get("details_pending")]

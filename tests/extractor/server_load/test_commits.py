@@ -16,8 +16,9 @@ def test_commits_equal_truth(loaded: Loaded, level: str) -> None:
     check_list(loaded.loader, loaded.truth, loaded.window, "commits", level, loaded.scopes)
     table = LEVEL_TABLES["commits"][level]
     shapes = loaded.loader.rows(
-        f'SELECT count(*) FILTER (is_merge), count(*) FILTER (parent_count = 0), '
-        f'count(*) FILTER (user_name IS NULL) FROM "{table}"')[0]
+        f"SELECT count(*) FILTER (is_merge), count(*) FILTER (parent_count = 0), "
+        f'count(*) FILTER (user_name IS NULL) FROM "{table}"'
+    )[0]
     assert all(shapes), f"{table}: merges, roots, commits without a user: {shapes}"
 
 

@@ -77,10 +77,14 @@ def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
     checked = refreshed = 0
     grain = loaded.grain
     prefix = loaded.sim.info()["api_prefix"]
-    oldest_read = min(c for (kind, _, _), c in loaded.cursors.items()
-                      if kind == "pull-requests") - LOOKBACK
-    created_periods = {period_floor(from_ms(p["createdDate"]), grain) for p in loaded.truth.prs
-                       if from_ms(p["updatedDate"]) >= oldest_read}
+    oldest_read = (
+        min(c for (kind, _, _), c in loaded.cursors.items() if kind == "pull-requests") - LOOKBACK
+    )
+    created_periods = {
+        period_floor(from_ms(p["createdDate"]), grain)
+        for p in loaded.truth.prs
+        if from_ms(p["updatedDate"]) >= oldest_read
+    }
     horizon = period_floor(loaded.truth.clock - LOOKBACK, grain)
     for entry in loaded.second_log:
         kind, op, _ = entry["endpoint"].split(".")
@@ -88,8 +92,7 @@ def test_second_run_reads_only_the_look_back(loaded: Loaded) -> None:
         if op != "list":  # statistics and exports: their cursor is the last run's end
             if since < horizon:
                 assert op == "statistics" and kind == "pull-requests", entry
-                assert wire_time(entry["params"]["untilDate"]) == period_next(since, grain), (
-                    entry)
+                assert wire_time(entry["params"]["untilDate"]) == period_next(since, grain), entry
                 assert since in created_periods, entry
                 refreshed += 1
                 continue
@@ -117,15 +120,18 @@ def change_people(sim: Simulator, loaded: Window, when: datetime) -> dict[str, t
         prs_before = [p for p in world.prs if low <= p.updated_ms < high]
         emptied = next(p for p in prs_before if len(p.reviewers) >= 2)
         shortened = next(p for p in prs_before if len(p.reviewers) >= 2 and p is not emptied)
-        fewer = next(p for p in prs_before if len(p.participants) >= 2
-                     and p not in (emptied, shortened))
+        fewer = next(
+            p for p in prs_before if len(p.participants) >= 2 and p not in (emptied, shortened)
+        )
         emptied.reviewers = []
         shortened.reviewers = shortened.reviewers[:1]
         fewer.participants = fewer.participants[:1]
         for pr in (emptied, shortened, fewer):
             world.touch_pull_request(pr, int(when.timestamp() * 1000))
-    return {name: (pr.repo, pr.id) for name, pr in (
-        ("emptied", emptied), ("shortened", shortened), ("fewer", fewer))}
+    return {
+        name: (pr.repo, pr.id)
+        for name, pr in (("emptied", emptied), ("shortened", shortened), ("fewer", fewer))
+    }
 
 
 @dataclass
@@ -145,9 +151,10 @@ class Advanced:
 
 
 def people_counts(loader: Loader) -> dict[str, Counter[tuple[str, int]]]:
-    return {which: Counter(select(loader, f"server_pull_request_{which}",
-                                  ("repository_slug", "id")))
-            for which in ("reviewers", "participants")}
+    return {
+        which: Counter(select(loader, f"server_pull_request_{which}", ("repository_slug", "id")))
+        for which in ("reviewers", "participants")
+    }
 
 
 @contextmanager
@@ -166,8 +173,9 @@ def edition_variable(edition: str | None) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module", params=LOADS)
-def advanced(request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Advanced]:
+def advanced(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Advanced]:
     """A tiny host loaded, advanced a day (late commits, state changes, a new user and
     repository) with three PRs' reviewer or participant lists shortened, loaded again, into
     each destination with its default settings (and into DuckDB by day); into Delta tables
@@ -176,8 +184,10 @@ def advanced(request: pytest.FixtureRequest,
     grained: dict[str, Any] = {} if grain == GRAIN else {"statistics_period": grain}
     if destination == "parquet":  # the edition from config, as a user's runs have it
         grained["edition"] = None
-    with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim, \
-            edition_variable("server" if destination == "parquet" else None):
+    with (
+        Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim,
+        edition_variable("server" if destination == "parquet" else None),
+    ):
         loader = Loader(sim, Path(tmp_path_factory.mktemp("server_advance")), destination)
         old = Truth.read(sim)
         _, first_log = run_with_log(sim, loader, start_date=LATE_START.isoformat(), **grained)
@@ -187,10 +197,23 @@ def advanced(request: pytest.FixtureRequest,
         clock = datetime.fromtimestamp(sim.info()["now"], UTC)
         changed = change_people(sim, Window(LATE_START, old.clock), clock - timedelta(hours=1))
         truth = Truth.read(sim)
-        result, log = run_with_log(sim, loader, now=clock, start_date=LATE_START.isoformat(),
-                                   **grained)
-        yield Advanced(sim, loader, old, truth, answer, changed, before, people_before,
-                       first_log, result, log, grain)
+        result, log = run_with_log(
+            sim, loader, now=clock, start_date=LATE_START.isoformat(), **grained
+        )
+        yield Advanced(
+            sim,
+            loader,
+            old,
+            truth,
+            answer,
+            changed,
+            before,
+            people_before,
+            first_log,
+            result,
+            log,
+            grain,
+        )
 
 
 def test_incremental_load_after_advance(advanced: Advanced) -> None:
@@ -206,16 +229,24 @@ def test_incremental_load_after_advance(advanced: Advanced) -> None:
     for level in LEVELS:
         ids = {i for (i,) in select(a.loader, LEVEL_TABLES["commits"][level], ("id",))}
         assert {c["id"] for c in late if level != "user" or c["_sim"]["user"]} <= ids, level
-    states = {(s, i): st for s, i, st in select(a.loader, "server_pull_requests_global",
-                                                ("repository_slug", "id", "state"))}
+    states = {
+        (s, i): st
+        for s, i, st in select(
+            a.loader, "server_pull_requests_global", ("repository_slug", "id", "state")
+        )
+    }
     assert a.answer["pull_request_changes"]
     for slug, number, state in a.answer["pull_request_changes"]:
         assert states[(slug, number)] == state
     assert a.answer["new_users"] and a.answer["new_repositories"]
     new_repo = a.answer["new_repositories"][0]
     assert count(a.loader, "server_commits", f"WHERE repository_slug = '{new_repo}'") == 3
-    assert count(a.loader, "server_commits_user",
-                 f"WHERE read_for_user = '{a.answer['new_users'][0]}'") >= 1
+    assert (
+        count(
+            a.loader, "server_commits_user", f"WHERE read_for_user = '{a.answer['new_users'][0]}'"
+        )
+        >= 1
+    )
 
     scopes = expected_scopes(a.truth, window)
     for kind in KINDS:
@@ -229,20 +260,36 @@ def test_incremental_load_after_advance(advanced: Advanced) -> None:
     # look-back and before `start_date` (a row of its own there), so every period is right
     # again too.
     grain = a.grain
-    check_statistics(a.loader, "server_commit_statistics",
-                     expected_commit_statistics(a.truth, window, scopes, grain))
-    older = {(level, scope, as_utc(low)) for level, scope, low in select(
-        a.loader, "server_pull_request_statistics", ("level", "scope", "period_start"))
-        if as_utc(low) < window.start}
+    check_statistics(
+        a.loader,
+        "server_commit_statistics",
+        expected_commit_statistics(a.truth, window, scopes, grain),
+    )
+    older = {
+        (level, scope, as_utc(low))
+        for level, scope, low in select(
+            a.loader, "server_pull_request_statistics", ("level", "scope", "period_start")
+        )
+        if as_utc(low) < window.start
+    }
     changed = {(slug, number) for slug, number, _ in a.answer["pull_request_changes"]}
-    assert {(level, scope, period_floor(from_ms(p["createdDate"]), grain))
-            for p in a.truth.prs if (p["toRef"]["repository"]["slug"], p["id"]) in changed
-            and from_ms(p["createdDate"]) < window.start
-            for level, names in scopes.items() for scope in names
-            if in_scope(level, scope, p)} <= older
-    check_statistics(a.loader, "server_pull_request_statistics",
-                     {**expected_pr_statistics(a.truth, window, scopes, grain),
-                      **pr_statistics_rows(a.truth, window, older, grain)})
+    assert {
+        (level, scope, period_floor(from_ms(p["createdDate"]), grain))
+        for p in a.truth.prs
+        if (p["toRef"]["repository"]["slug"], p["id"]) in changed
+        and from_ms(p["createdDate"]) < window.start
+        for level, names in scopes.items()
+        for scope in names
+        if in_scope(level, scope, p)
+    } <= older
+    check_statistics(
+        a.loader,
+        "server_pull_request_statistics",
+        {
+            **expected_pr_statistics(a.truth, window, scopes, grain),
+            **pr_statistics_rows(a.truth, window, older, grain),
+        },
+    )
     # re-fetched now, the first run's windows and this run's give today's rows
     check_exports_equal_served(a.loader, a.sim, a.first_log + a.log, a.sim.basic_auth)
     assert_request_parameters(a.log, a.truth.clock, grain=grain)

@@ -51,13 +51,18 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Small]:
     with Simulator(SimConfig(edition="server", size="small", now=FIXED_NOW)) as sim:
         truth = Truth.read(sim)
         lists = Loader(sim, Path(tmp_path_factory.mktemp("server_small_lists")))
-        result, lists_log = run_with_log(sim, lists, levels=["global"], resources=list(KINDS),
-                                         start_date=SMALL_START.isoformat())
+        result, lists_log = run_with_log(
+            sim, lists, levels=["global"], resources=list(KINDS), start_date=SMALL_START.isoformat()
+        )
         assert not result.report.skips
         exports = Loader(sim, Path(tmp_path_factory.mktemp("server_small_exports")))
         result, exports_log = run_with_log(
-            sim, exports, levels=["global"], resources=["commit_exports", "pull_request_exports"],
-            start_date=CSV_START.isoformat())
+            sim,
+            exports,
+            levels=["global"],
+            resources=["commit_exports", "pull_request_exports"],
+            start_date=CSV_START.isoformat(),
+        )
         assert not result.report.skips
         yield Small(sim, truth, lists, lists_log, exports, exports_log)
 
@@ -79,15 +84,20 @@ def test_paging_across_the_maxima(small: Small) -> None:
         starts = [int(e["params"].get("start", "0")) for e in entries]
         assert starts[0] == 0
         for entry, following in zip(entries, [*starts[1:], None], strict=True):
-            body = requests.get(small.sim.base_url + entry["path"], params=entry["params"],
-                                auth=small.sim.basic_auth, timeout=30).json()
+            body = requests.get(
+                small.sim.base_url + entry["path"],
+                params=entry["params"],
+                auth=small.sim.basic_auth,
+                timeout=30,
+            ).json()
             assert body["limit"] == limit
             if following is None:
                 assert body["isLastPage"] and "nextPageStart" not in body
             else:
                 assert not body["isLastPage"] and body["nextPageStart"] == following
     assert count(small.lists, "server_commit_parents") == sum(
-        len(c["parents"]) for c in small.truth.commits if window.holds(c))
+        len(c["parents"]) for c in small.truth.commits if window.holds(c)
+    )
     check_primary_keys(small.lists)
 
 
@@ -96,14 +106,17 @@ def test_csv_windows_never_exceed_366_days(small: Small) -> None:
     the tables hold exactly what those windows serve, one row per commit and PR."""
     for kind in ("commits", "pull-requests"):
         entries = [e for e in small.exports_log if e["endpoint"] == f"{kind}.csv.global"]
-        windows = sorted((wire_time(e["params"]["sinceDate"]),
-                          wire_time(e["params"]["untilDate"])) for e in entries)
+        windows = sorted(
+            (wire_time(e["params"]["sinceDate"]), wire_time(e["params"]["untilDate"]))
+            for e in entries
+        )
         assert len(windows) == 2, kind
         assert windows[0][0] == CSV_START and windows[-1][1] == small.truth.clock
         assert all(a[1] == b[0] for a, b in zip(windows, windows[1:], strict=False))
         assert all(end - since <= MAX_CSV_WINDOW for since, end in windows)
-    sizes = check_exports_equal_served(small.exports, small.sim, small.exports_log,
-                                       small.sim.basic_auth)
+    sizes = check_exports_equal_served(
+        small.exports, small.sim, small.exports_log, small.sim.basic_auth
+    )
     window = Window(CSV_START, small.truth.clock)
     assert sizes["commits"] == sum(1 for c in small.truth.commits if window.holds(c))
     assert count(small.exports, "server_commit_exports") == sizes["commits"]

@@ -25,8 +25,10 @@ def test_levels_agree(loaded: Loaded) -> None:
         assert sorted(select(loader, tables["project"], columns)) == top, kind
         assert sorted(select(loader, tables["repository"], columns)) == top, kind
         global_rows = set(top)
-        owner = {commit_row(i)[:3] if kind == "commits" else pr_row(i)[:3]: user_of(i)
-                 for i in loaded.truth.items(kind)}
+        owner = {
+            commit_row(i)[:3] if kind == "commits" else pr_row(i)[:3]: user_of(i)
+            for i in loaded.truth.items(kind)
+        }
         user_rows = select(loader, tables["user"], ("read_for_user", *columns))
         assert {row[1:] for row in user_rows} <= global_rows, kind
         assert all(owner[row[1:4]] == row[0] for row in user_rows), kind
@@ -40,10 +42,18 @@ def test_users_are_those_seen_in_user_objects(loaded: Loaded) -> None:
     alias commits and no pull request in the window would not be (see the README)."""
     scopes = loaded.scopes["user"]
     for kind in KINDS:
-        got = {u for (u,) in loaded.loader.rows(
-            f'SELECT DISTINCT read_for_user FROM "{LEVEL_TABLES[kind]["user"]}"')}
+        got = {
+            u
+            for (u,) in loaded.loader.rows(
+                f'SELECT DISTINCT read_for_user FROM "{LEVEL_TABLES[kind]["user"]}"'
+            )
+        }
         assert got <= scopes, kind
-    stats = {s for (s,) in loaded.loader.rows(
-        "SELECT DISTINCT scope FROM server_commit_statistics WHERE level = 'user'")}
+    stats = {
+        s
+        for (s,) in loaded.loader.rows(
+            "SELECT DISTINCT scope FROM server_commit_statistics WHERE level = 'user'"
+        )
+    }
     assert stats == scopes
     assert scopes == {u["name"] for u in loaded.truth.users}

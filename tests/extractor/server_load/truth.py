@@ -36,39 +36,121 @@ DAY = timedelta(days=1)
 LEVELS = ("global", "project", "repository", "user")
 KINDS = ("commits", "pull_requests")
 LEVEL_TABLES: dict[str, dict[str, str]] = {
-    kind: {"global": f"server_{kind}_global", "project": f"server_{kind}_project",
-           "repository": f"server_{kind}", "user": f"server_{kind}_user"} for kind in KINDS}
+    kind: {
+        "global": f"server_{kind}_global",
+        "project": f"server_{kind}_project",
+        "repository": f"server_{kind}",
+        "user": f"server_{kind}_user",
+    }
+    for kind in KINDS
+}
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    **{LEVEL_TABLES[kind][level]: (("read_for_user",) if level == "user" else ())
-       + ("project_key", "repository_slug", "id") for kind in KINDS for level in LEVELS},
+    **{
+        LEVEL_TABLES[kind][level]: (("read_for_user",) if level == "user" else ())
+        + ("project_key", "repository_slug", "id")
+        for kind in KINDS
+        for level in LEVELS
+    },
     "server_commit_parents": ("project_key", "repository_slug", "id", "position"),
     "server_pull_request_reviewers": ("project_key", "repository_slug", "id", "position"),
     "server_pull_request_participants": ("project_key", "repository_slug", "id", "position"),
     "server_commit_statistics": ("level", "scope", "period_start", "period", "merges"),
-    "server_pull_request_statistics": ("level", "scope", "period_start", "period",
-                                       "state_filter", "date_type"),
+    "server_pull_request_statistics": (
+        "level",
+        "scope",
+        "period_start",
+        "period",
+        "state_filter",
+        "date_type",
+    ),
     "server_commit_exports": ("level", "scope", "project", "repository", "commit_hash"),
-    "server_pull_request_exports": ("level", "scope", "project", "repository",
-                                    "pull_request_id"),
+    "server_pull_request_exports": ("level", "scope", "project", "repository", "pull_request_id"),
     "server_commit_files": ("project_key", "repository_slug", "id", "path"),
 }
 ALL_TABLES = frozenset(PRIMARY_KEYS) - {"server_commit_files"}
-COMMIT_COLUMNS = ("project_key", "repository_slug", "id", "repository_name", "project_name",
-                  "author_display_name", "author_email", "user_name", "user_display_name",
-                  "user_email", "author_timestamp", "lines_added", "lines_deleted",
-                  "parent_count", "is_merge")
-PR_COLUMNS = ("project_key", "repository_slug", "id", "title", "description", "state", "open",
-              "closed", "locked", "version", "created_at", "updated_at", "author_user_name",
-              "author_display_name", "author_email", "from_branch", "from_ref",
-              "from_project_key", "from_repository_slug", "from_latest_commit", "to_branch",
-              "to_ref", "to_latest_commit", "repository_name", "project_name", "link")
+COMMIT_COLUMNS = (
+    "project_key",
+    "repository_slug",
+    "id",
+    "repository_name",
+    "project_name",
+    "author_display_name",
+    "author_email",
+    "user_name",
+    "user_display_name",
+    "user_email",
+    "author_timestamp",
+    "lines_added",
+    "lines_deleted",
+    "parent_count",
+    "is_merge",
+)
+PR_COLUMNS = (
+    "project_key",
+    "repository_slug",
+    "id",
+    "title",
+    "description",
+    "state",
+    "open",
+    "closed",
+    "locked",
+    "version",
+    "created_at",
+    "updated_at",
+    "author_user_name",
+    "author_display_name",
+    "author_email",
+    "from_branch",
+    "from_ref",
+    "from_project_key",
+    "from_repository_slug",
+    "from_latest_commit",
+    "to_branch",
+    "to_ref",
+    "to_latest_commit",
+    "repository_name",
+    "project_name",
+    "link",
+)
 LIST_COLUMNS = {"commits": COMMIT_COLUMNS, "pull_requests": PR_COLUMNS}
-PEOPLE_COLUMNS = ("project_key", "repository_slug", "id", "position", "user_name",
-                  "user_display_name", "user_email", "role", "approved", "status", "updated_at")
-COMMIT_STAT_COLUMNS = ("level", "scope", "period_start", "period", "period_end", "merges",
-                       "commits", "lines_added", "lines_deleted")
-PR_STAT_COLUMNS = ("level", "scope", "period_start", "period", "period_end", "state_filter",
-                   "date_type", "pull_requests", "declined", "merged", "open")
+PEOPLE_COLUMNS = (
+    "project_key",
+    "repository_slug",
+    "id",
+    "position",
+    "user_name",
+    "user_display_name",
+    "user_email",
+    "role",
+    "approved",
+    "status",
+    "updated_at",
+)
+COMMIT_STAT_COLUMNS = (
+    "level",
+    "scope",
+    "period_start",
+    "period",
+    "period_end",
+    "merges",
+    "commits",
+    "lines_added",
+    "lines_deleted",
+)
+PR_STAT_COLUMNS = (
+    "level",
+    "scope",
+    "period_start",
+    "period",
+    "period_end",
+    "state_filter",
+    "date_type",
+    "pull_requests",
+    "declined",
+    "merged",
+    "open",
+)
 EXPORT_META = ("window_start", "window_end", "row_number")
 
 
@@ -106,24 +188,56 @@ def at(item: Mapping[str, Any]) -> datetime:
 def commit_row(c: Mapping[str, Any]) -> tuple[Any, ...]:
     """A truth commit as COMMIT_COLUMNS; merge and parent facts from the simulator's own."""
     repo, user = c["repository"], c.get("user") or {}
-    return (repo["project"]["key"], repo["slug"], c["id"], repo["name"],
-            repo["project"]["name"], c["author"]["displayName"], c["author"]["emailAddress"],
-            user.get("name"), user.get("displayName"), user.get("emailAddress"),
-            from_z(c["authorTimestamp"]), c["linesOfCode"]["added"],
-            c["linesOfCode"]["deleted"], len(c["_sim"]["parents"]), c["_sim"]["is_merge"])
+    return (
+        repo["project"]["key"],
+        repo["slug"],
+        c["id"],
+        repo["name"],
+        repo["project"]["name"],
+        c["author"]["displayName"],
+        c["author"]["emailAddress"],
+        user.get("name"),
+        user.get("displayName"),
+        user.get("emailAddress"),
+        from_z(c["authorTimestamp"]),
+        c["linesOfCode"]["added"],
+        c["linesOfCode"]["deleted"],
+        len(c["_sim"]["parents"]),
+        c["_sim"]["is_merge"],
+    )
 
 
 def pr_row(pr: Mapping[str, Any]) -> tuple[Any, ...]:
     """A truth pull request as PR_COLUMNS, dates from epoch milliseconds exactly."""
     to, source, author = pr["toRef"], pr["fromRef"], pr["author"]["user"]
-    return (to["repository"]["project"]["key"], to["repository"]["slug"], pr["id"], pr["title"],
-            pr["description"], pr["state"], pr["open"], pr["closed"], pr["locked"],
-            pr["version"], from_ms(pr["createdDate"]), from_ms(pr["updatedDate"]),
-            author["name"], author["displayName"], author["emailAddress"],
-            source["displayId"], source["id"], source["repository"]["project"]["key"],
-            source["repository"]["slug"], source["latestCommit"], to["displayId"], to["id"],
-            to["latestCommit"], to["repository"]["name"], to["repository"]["project"]["name"],
-            pr["links"]["self"][0]["href"])
+    return (
+        to["repository"]["project"]["key"],
+        to["repository"]["slug"],
+        pr["id"],
+        pr["title"],
+        pr["description"],
+        pr["state"],
+        pr["open"],
+        pr["closed"],
+        pr["locked"],
+        pr["version"],
+        from_ms(pr["createdDate"]),
+        from_ms(pr["updatedDate"]),
+        author["name"],
+        author["displayName"],
+        author["emailAddress"],
+        source["displayId"],
+        source["id"],
+        source["repository"]["project"]["key"],
+        source["repository"]["slug"],
+        source["latestCommit"],
+        to["displayId"],
+        to["id"],
+        to["latestCommit"],
+        to["repository"]["name"],
+        to["repository"]["project"]["name"],
+        pr["links"]["self"][0]["href"],
+    )
 
 
 @dataclass(frozen=True)
@@ -139,9 +253,14 @@ class Truth:
 
     @classmethod
     def read(cls, sim: Simulator) -> Truth:
-        return cls(datetime.fromtimestamp(sim.info()["now"], UTC), sim.truth("commits"),
-                   sim.truth("pull-requests"), sim.truth("users"), sim.truth("repositories"),
-                   sim.truth("projects"))
+        return cls(
+            datetime.fromtimestamp(sim.info()["now"], UTC),
+            sim.truth("commits"),
+            sim.truth("pull-requests"),
+            sim.truth("users"),
+            sim.truth("repositories"),
+            sim.truth("projects"),
+        )
 
     def items(self, kind: str) -> list[dict[str, Any]]:
         return self.commits if kind == "commits" else self.prs
@@ -168,8 +287,12 @@ def expected_scopes(truth: Truth, window: Window) -> dict[str, set[str]]:
     prs = [p for p in truth.prs if window.holds(p, DISCOVERY_SLACK)]
     repos = {repo_of(i) for i in (*commits, *prs)}
     users = {c["user"]["name"] for c in commits if "user" in c} | {user_of(p) for p in prs}
-    return {"global": {"global"}, "project": {r.split("/")[0] for r in repos},
-            "repository": repos, "user": {u for u in users if u}}
+    return {
+        "global": {"global"},
+        "project": {r.split("/")[0] for r in repos},
+        "repository": repos,
+        "user": {u for u in users if u},
+    }
 
 
 def in_scope(level: str, scope: str, item: Mapping[str, Any]) -> bool:
@@ -182,8 +305,14 @@ def in_scope(level: str, scope: str, item: Mapping[str, Any]) -> bool:
     return user_of(item) == scope
 
 
-def check_list(loader: Loader, truth: Truth, window: Window, kind: str, level: str,
-               scopes: Mapping[str, set[str]]) -> None:
+def check_list(
+    loader: Loader,
+    truth: Truth,
+    window: Window,
+    kind: str,
+    level: str,
+    scopes: Mapping[str, set[str]],
+) -> None:
     """A commit or pull-request table at one level equals the truth of its scopes."""
     row_of = commit_row if kind == "commits" else pr_row
     expected: dict[tuple, tuple[datetime, tuple]] = {}
@@ -211,15 +340,26 @@ def check_parents(loader: Loader, truth: Truth, window: Window) -> None:
             head = commit_row(c)[:3]
             for position, parent in enumerate(c["parents"]):
                 expected[(*head, position)] = (at(c), (*head, position, parent["id"], at(c)))
-    got = by_key(select(loader, "server_commit_parents",
-                        ("project_key", "repository_slug", "id", "position", "parent_id",
-                         "author_timestamp")), 4)
-    assert_window_rows(got, expected, window.start, window.start, window.clock,
-                       "server_commit_parents")
+    got = by_key(
+        select(
+            loader,
+            "server_commit_parents",
+            ("project_key", "repository_slug", "id", "position", "parent_id", "author_timestamp"),
+        ),
+        4,
+    )
+    assert_window_rows(
+        got, expected, window.start, window.start, window.clock, "server_commit_parents"
+    )
 
 
-def check_people(loader: Loader, truth: Truth, window: Window, which: str,
-                 leave_out: Iterable[tuple[str, int]] = ()) -> None:
+def check_people(
+    loader: Loader,
+    truth: Truth,
+    window: Window,
+    which: str,
+    leave_out: Iterable[tuple[str, int]] = (),
+) -> None:
     """server_pull_request_reviewers / _participants: exactly each PR's list, in order
     (PRs `leave_out`, as (slug, id), are compared elsewhere)."""
     left = set(leave_out)
@@ -229,17 +369,28 @@ def check_people(loader: Loader, truth: Truth, window: Window, which: str,
             head = pr_row(pr)[:3]
             for position, person in enumerate(pr[which]):
                 user = person["user"]
-                expected[(*head, position)] = (at(pr), (
-                    *head, position, user["name"], user["displayName"], user["emailAddress"],
-                    person["role"], person["approved"], person["status"], at(pr)))
+                expected[(*head, position)] = (
+                    at(pr),
+                    (
+                        *head,
+                        position,
+                        user["name"],
+                        user["displayName"],
+                        user["emailAddress"],
+                        person["role"],
+                        person["approved"],
+                        person["status"],
+                        at(pr),
+                    ),
+                )
     table = f"server_pull_request_{which}"
-    got = by_key((r for r in select(loader, table, PEOPLE_COLUMNS) if (r[1], r[2]) not in left),
-                 4)
+    got = by_key((r for r in select(loader, table, PEOPLE_COLUMNS) if (r[1], r[2]) not in left), 4)
     assert_window_rows(got, expected, window.start, window.start, window.clock, table)
 
 
-def expected_commit_statistics(truth: Truth, window: Window, scopes: Mapping[str, set[str]],
-                               grain: str = GRAIN) -> dict[tuple, tuple]:
+def expected_commit_statistics(
+    truth: Truth, window: Window, scopes: Mapping[str, set[str]], grain: str = GRAIN
+) -> dict[tuple, tuple]:
     """Per level, scope and UTC period (month by default): its commits and line totals."""
     expected = {}
     for level, names in scopes.items():
@@ -248,43 +399,77 @@ def expected_commit_statistics(truth: Truth, window: Window, scopes: Mapping[str
             for low, high in periods(window.start, window.clock, grain):
                 today = [c["linesOfCode"] for c in mine if low <= at(c) < high]
                 expected[(level, scope, low)] = (
-                    level, scope, low, grain, high, "include", len(today),
-                    sum(x["added"] for x in today), sum(x["deleted"] for x in today))
+                    level,
+                    scope,
+                    low,
+                    grain,
+                    high,
+                    "include",
+                    len(today),
+                    sum(x["added"] for x in today),
+                    sum(x["deleted"] for x in today),
+                )
     return expected
 
 
-def expected_pr_statistics(truth: Truth, window: Window, scopes: Mapping[str, set[str]],
-                           grain: str = GRAIN) -> dict[tuple, tuple]:
+def expected_pr_statistics(
+    truth: Truth, window: Window, scopes: Mapping[str, set[str]], grain: str = GRAIN
+) -> dict[tuple, tuple]:
     """Per level, scope and UTC period: PRs created in it, counted by their current state."""
-    return pr_statistics_rows(truth, window, [
-        (level, scope, low) for level, names in scopes.items() for scope in names
-        for low, _ in periods(window.start, window.clock, grain)], grain)
+    return pr_statistics_rows(
+        truth,
+        window,
+        [
+            (level, scope, low)
+            for level, names in scopes.items()
+            for scope in names
+            for low, _ in periods(window.start, window.clock, grain)
+        ],
+        grain,
+    )
 
 
-def pr_statistics_rows(truth: Truth, window: Window, keys: Iterable[tuple[str, str, datetime]],
-                       grain: str = GRAIN) -> dict[tuple, tuple]:
+def pr_statistics_rows(
+    truth: Truth, window: Window, keys: Iterable[tuple[str, str, datetime]], grain: str = GRAIN
+) -> dict[tuple, tuple]:
     """The truth's row of each (level, scope, UTC period start): PRs created in the period (up
     to the clock) by state."""
     expected = {}
     for level, scope, low in keys:
         high = min(period_next(low, grain), window.clock)
-        states = Counter(p["state"] for p in truth.prs
-                         if window.readable(p) and in_scope(level, scope, p)
-                         and low <= from_ms(p["createdDate"]) < high)
+        states = Counter(
+            p["state"]
+            for p in truth.prs
+            if window.readable(p)
+            and in_scope(level, scope, p)
+            and low <= from_ms(p["createdDate"]) < high
+        )
         expected[(level, scope, low)] = (
-            level, scope, low, grain, high, "all", "created", sum(states.values()),
-            states["DECLINED"], states["MERGED"], states["OPEN"])
+            level,
+            scope,
+            low,
+            grain,
+            high,
+            "all",
+            "created",
+            sum(states.values()),
+            states["DECLINED"],
+            states["MERGED"],
+            states["OPEN"],
+        )
     return expected
 
 
-def check_statistics(loader: Loader, table: str, expected: dict[tuple, tuple],
-                     from_day: datetime | None = None) -> None:
+def check_statistics(
+    loader: Loader, table: str, expected: dict[tuple, tuple], from_day: datetime | None = None
+) -> None:
     """One row per level, scope and period; values equal on the periods from `from_day`."""
     columns = COMMIT_STAT_COLUMNS if "commit" in table else PR_STAT_COLUMNS
     got = by_key(select(loader, table, columns), 3)  # (level, scope, period_start)
     assert set(got) == set(expected), (
         f"{table}: missing {sorted(set(expected) - set(got))[:3]}, "
-        f"extra {sorted(set(got) - set(expected))[:3]}")
+        f"extra {sorted(set(got) - set(expected))[:3]}"
+    )
     keys = [k for k in expected if from_day is None or k[2] >= from_day]
     wrong = [(got[k], expected[k]) for k in keys if got[k] != expected[k]]
     assert not wrong, f"{table}: {len(wrong)} rows differ from truth, e.g. {wrong[:2]}"
@@ -299,7 +484,8 @@ def check_primary_keys(loader: Loader) -> None:
         total, distinct, null = loader.rows(
             f'SELECT (SELECT count(*) FROM "{table}"), '
             f'(SELECT count(*) FROM (SELECT DISTINCT {key} FROM "{table}")), '
-            f'(SELECT count(*) FROM "{table}" WHERE {nulls})')[0]
+            f'(SELECT count(*) FROM "{table}" WHERE {nulls})'
+        )[0]
         assert total == distinct, f"{table}: {total} rows, {distinct} distinct keys"
         assert null == 0, f"{table}: {null} rows with a NULL key column"
         assert total > 0, f"{table} is empty"
@@ -307,8 +493,9 @@ def check_primary_keys(loader: Loader) -> None:
             assert count(loader, table, "WHERE removed") == 0, f"{table} stores marker rows"
 
 
-def check_lists(loader: Loader, truth: Truth, window: Window,
-                scopes: Mapping[str, set[str]]) -> None:
+def check_lists(
+    loader: Loader, truth: Truth, window: Window, scopes: Mapping[str, set[str]]
+) -> None:
     """Every list table at every level, and the child tables."""
     for kind in KINDS:
         for level in LEVELS:
@@ -318,13 +505,15 @@ def check_lists(loader: Loader, truth: Truth, window: Window,
     check_people(loader, truth, window, "participants")
 
 
-def contents(loader: Loader, tables: Iterable[str] | None = None,
-             drop: Iterable[str] = EXPORT_META) -> dict[str, list[tuple[Any, ...]]]:
+def contents(
+    loader: Loader, tables: Iterable[str] | None = None, drop: Iterable[str] = EXPORT_META
+) -> dict[str, list[tuple[Any, ...]]]:
     """Tables' full contents without dlt's columns (and `drop`: an export row's window),
     sorted."""
     out = {}
     for table in sorted(tables if tables is not None else data_tables(loader)):
-        columns = [c for c in column_types(loader, table)
-                   if not c.startswith("_dlt_") and c not in drop]
+        columns = [
+            c for c in column_types(loader, table) if not c.startswith("_dlt_") and c not in drop
+        ]
         out[table] = select(loader, table, columns, "ORDER BY ALL")
     return out

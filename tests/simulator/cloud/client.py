@@ -44,14 +44,22 @@ PAGED = ("1", "3", "5", "8", "9", "11")
 
 def any_paths(truth: Truth) -> dict[str, str]:
     """Endpoint paths for a repository and a user that both have commits and pull requests."""
-    user = next(u for u in truth.users
-                if any(c["_sim"]["user"] == u["_sim"]["slug"] for c in truth.commits)
-                and any(p["_sim"]["user"] == u["_sim"]["slug"] for p in truth.prs))
+    user = next(
+        u
+        for u in truth.users
+        if any(c["_sim"]["user"] == u["_sim"]["slug"] for c in truth.commits)
+        and any(p["_sim"]["user"] == u["_sim"]["slug"] for p in truth.prs)
+    )
     return ws_paths(truth.workspace, truth.repos[0]["slug"], user["uuid"])
 
 
-def call(http: requests.Session, sim: Simulator, path: str,
-         params: dict[str, str] | None = None, token: str | None = "default") -> requests.Response:
+def call(
+    http: requests.Session,
+    sim: Simulator,
+    path: str,
+    params: dict[str, str] | None = None,
+    token: str | None = "default",
+) -> requests.Response:
     """GET an API path (below the prefix) as a client following the spec would."""
     headers = {"Accept": JSON}
     if token == "default":
@@ -67,8 +75,9 @@ def ok_json(response: requests.Response) -> Any:
     return response.json()
 
 
-def fetch(http: requests.Session, sim: Simulator, path: str,
-          params: dict[str, str] | None = None) -> Any:
+def fetch(
+    http: requests.Session, sim: Simulator, path: str, params: dict[str, str] | None = None
+) -> Any:
     return ok_json(call(http, sim, path, params))
 
 
@@ -88,8 +97,9 @@ def assert_html(response: requests.Response, status: int) -> None:
     assert response.text.lstrip().lower().startswith("<!doctype html")
 
 
-def assert_link(link: str, base: str, path: str, params: dict[str, str], page: int,
-                pagelen: int) -> None:
+def assert_link(
+    link: str, base: str, path: str, params: dict[str, str], page: int, pagelen: int
+) -> None:
     """An absolute page link: the request's path, its parameters, and page/pagelen."""
     parts = urlsplit(link)
     origin = urlsplit(base)
@@ -99,8 +109,13 @@ def assert_link(link: str, base: str, path: str, params: dict[str, str], page: i
     assert query == {**params, "page": str(page), "pagelen": str(pagelen)}
 
 
-def collect(http: requests.Session, sim: Simulator, path: str, params: dict[str, str],
-            link_base: str | None = None) -> list[dict[str, Any]]:
+def collect(
+    http: requests.Session,
+    sim: Simulator,
+    path: str,
+    params: dict[str, str],
+    link_base: str | None = None,
+) -> list[dict[str, Any]]:
     """Page to the end by following `next`, checking each envelope; all items in order."""
     pagelen = int(params.get("pagelen", "500"))
     base = link_base or sim.api_base
@@ -122,8 +137,7 @@ def collect(http: requests.Session, sim: Simulator, path: str, params: dict[str,
         assert len(body["values"]) == pagelen  # only the last page may be short
         assert_link(body["next"], base, path, params, number + 1, pagelen)
         number += 1
-        response = http.get(body["next"], headers={"Accept": JSON, **sim.auth_headers},
-                            timeout=10)
+        response = http.get(body["next"], headers={"Accept": JSON, **sim.auth_headers}, timeout=10)
         body = ok_json(response)
     return items
 
@@ -141,8 +155,9 @@ def by_pr_key(items: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, An
     return keyed
 
 
-def assert_commits_equal(served: list[dict[str, Any]],
-                         expected: dict[str, dict[str, Any]], lines: bool = False) -> None:
+def assert_commits_equal(
+    served: list[dict[str, Any]], expected: dict[str, dict[str, Any]], lines: bool = False
+) -> None:
     """Served commits are exactly the expected set, each item equal to its truth."""
     got = by_hash(served)
     assert set(got) == set(expected)
@@ -150,8 +165,9 @@ def assert_commits_equal(served: list[dict[str, Any]],
         assert item == (public(expected[sha]) if lines else public(expected[sha], "lines"))
 
 
-def assert_prs_equal(served: list[dict[str, Any]],
-                     expected: dict[tuple[str, int], dict[str, Any]]) -> None:
+def assert_prs_equal(
+    served: list[dict[str, Any]], expected: dict[tuple[str, int], dict[str, Any]]
+) -> None:
     got = by_pr_key(served)
     assert set(got) == set(expected)
     for key, item in got.items():

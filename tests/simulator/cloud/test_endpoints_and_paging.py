@@ -24,16 +24,30 @@ from tests.simulator.cloud.truth import BEFORE_HISTORY, Truth, expected_commits,
 
 @pytest.mark.parametrize("endpoint", ENDPOINT_KEYS)
 def test_every_endpoint_answers_its_resource_shape(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth, endpoint: str) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth, endpoint: str
+) -> None:
     """Each of the 11 endpoints (6 and 7 in both forms) answers 200 JSON with the spec's fields."""
     body = fetch(http, cloud_sim, any_paths(truth)[endpoint])
     if endpoint in PAGED:
         assert set(body) <= {"values", "page", "pagelen", "next", "previous"}
         assert body["values"] and (body["page"], body["pagelen"]) == (1, 500)
-        fields = ({"id", "title", "state", "closed", "author", "destination", "created_date",
-                   "closed_date", "updated_date", "comment_count", "task_count"}
-                  if endpoint in ("1", "3", "5")
-                  else {"author", "date", "hash", "parents", "repository"})
+        fields = (
+            {
+                "id",
+                "title",
+                "state",
+                "closed",
+                "author",
+                "destination",
+                "created_date",
+                "closed_date",
+                "updated_date",
+                "comment_count",
+                "task_count",
+            }
+            if endpoint in ("1", "3", "5")
+            else {"author", "date", "hash", "parents", "repository"}
+        )
         assert all(set(item) == fields for item in body["values"])
     elif endpoint.startswith("7"):
         assert set(body) == {"values", "page", "pagelen"}
@@ -50,33 +64,48 @@ def test_every_endpoint_answers_its_resource_shape(
 
 
 def test_workspace_commit_pages_union_is_the_truth(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """Endpoint 8 paged to the end serves every visible commit once, each equal to truth."""
-    served = collect(http, cloud_sim, f"/workspace/{truth.workspace}/commits",
-                     {"merges": "include", "pagelen": "97"})
+    served = collect(
+        http,
+        cloud_sim,
+        f"/workspace/{truth.workspace}/commits",
+        {"merges": "include", "pagelen": "97"},
+    )
     assert_commits_equal(served, expected_commits(truth, merges="include"))
 
 
 def test_repository_commit_pages_union_is_the_truth(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """Endpoint 9 paged to the end, for every repository (slugs with spaces included)."""
     for repo in truth.repos:
-        served = collect(http, cloud_sim,
-                         f"/workspace/{truth.workspace}/repos/{repo['slug']}/commits",
-                         {"merges": "include", "pagelen": "40"})
-        assert_commits_equal(served, expected_commits(truth, repo=repo["slug"],
-                                                      merges="include"))
+        served = collect(
+            http,
+            cloud_sim,
+            f"/workspace/{truth.workspace}/repos/{repo['slug']}/commits",
+            {"merges": "include", "pagelen": "40"},
+        )
+        assert_commits_equal(served, expected_commits(truth, repo=repo["slug"], merges="include"))
 
 
 def test_user_commit_pages_are_the_users_truth_commits(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """Endpoint 11 serves exactly the commits whose truth user is that user (aliases too)."""
-    assert any(c["_sim"]["email"] != f"{c['_sim']['user']}@corp.example"
-               for c in truth.commits if c["_sim"]["user"])  # alias commits exist to count
+    assert any(
+        c["_sim"]["email"] != f"{c['_sim']['user']}@corp.example"
+        for c in truth.commits
+        if c["_sim"]["user"]
+    )  # alias commits exist to count
     for user in truth.users:
-        served = collect(http, cloud_sim,
-                         f"/workspace/{truth.workspace}/users/{user['uuid']}/commits",
-                         {"merges": "include", "pagelen": "25"})
+        served = collect(
+            http,
+            cloud_sim,
+            f"/workspace/{truth.workspace}/users/{user['uuid']}/commits",
+            {"merges": "include", "pagelen": "25"},
+        )
         slug = truth.slug_of_uuid[user["uuid"]]
         assert_commits_equal(served, expected_commits(truth, user=slug, merges="include"))
         assert all(item["author"]["uuid"] == user["uuid"] for item in served)
@@ -84,18 +113,23 @@ def test_user_commit_pages_are_the_users_truth_commits(
 
 @pytest.mark.parametrize("level", ["workspace", "repository", "user"])
 def test_pull_request_pages_union_is_the_truth(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth, level: str) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth, level: str
+) -> None:
     """Endpoints 1, 3, 5 paged to the end serve each matching pull request once, equal to truth."""
     ws = truth.workspace
     params = {"since_date": BEFORE_HISTORY, "pagelen": "7"}
     if level == "workspace":
         scopes: list[tuple[str, dict[str, str]]] = [(f"/workspace/{ws}/pull-requests", {})]
     elif level == "repository":
-        scopes = [(f"/workspace/{ws}/repos/{r['slug']}/pull-requests", {"repo": r["slug"]})
-                  for r in truth.repos]
+        scopes = [
+            (f"/workspace/{ws}/repos/{r['slug']}/pull-requests", {"repo": r["slug"]})
+            for r in truth.repos
+        ]
     else:
-        scopes = [(f"/workspace/{ws}/users/{u['uuid']}/pull-requests",
-                   {"user": u["_sim"]["slug"]}) for u in truth.users]
+        scopes = [
+            (f"/workspace/{ws}/users/{u['uuid']}/pull-requests", {"user": u["_sim"]["slug"]})
+            for u in truth.users
+        ]
     everything: list[dict[str, Any]] = []
     for path, scope in scopes:
         served = collect(http, cloud_sim, path, params)
@@ -105,7 +139,8 @@ def test_pull_request_pages_union_is_the_truth(
 
 
 def test_default_pagelen_is_500_and_500_is_allowed(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """Without pagelen a page holds up to 500 items; pagelen=500 is accepted, pagelen=1 too."""
     path = f"/workspace/{truth.workspace}/commits"
     total = len(expected_commits(truth, merges="include"))
@@ -121,7 +156,8 @@ def test_default_pagelen_is_500_and_500_is_allowed(
 
 
 def test_no_next_when_the_last_page_is_exactly_full(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """When the items fill the last page exactly, that page carries no `next`."""
     slug = truth.repos[0]["slug"]
     path = f"/workspace/{truth.workspace}/repos/{slug}/commits"
@@ -136,7 +172,8 @@ def test_no_next_when_the_last_page_is_exactly_full(
 
 
 def test_following_previous_returns_the_earlier_page(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """`previous` on page 3 leads back to page 2, with the same items."""
     path = f"/workspace/{truth.workspace}/commits"
     params = {"pagelen": "30", "order": "oldest"}
@@ -148,7 +185,8 @@ def test_following_previous_returns_the_earlier_page(
 
 
 def test_next_links_keep_offsets_with_plus_encoded(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """An offset with '+' survives in next links: every page still obeys the window."""
     since, until = "2026-04-10T10:00:00+05:45", "2026-05-20T23:30:00+13:45"
     params = {"since_date": since, "until_date": until, "order": "oldest", "pagelen": "20"}

@@ -12,7 +12,8 @@ from tests.simulator.cloud.truth import Truth
 
 
 def test_request_log_records_endpoint_params_and_scheme(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth
+) -> None:
     """The log entry of a request names its endpoint, decoded path, params and auth scheme."""
     slug = next((r["slug"] for r in truth.repos if " " in r["slug"]), truth.repos[0]["slug"])
     path = f"/workspace/{truth.workspace}/repos/{slug}/commits"

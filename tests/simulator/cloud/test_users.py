@@ -11,8 +11,9 @@ from tests.simulator.cloud.truth import BRACED_UUID, Truth
 
 
 @pytest.mark.parametrize("form", ["short", "long"])
-def test_user_list_equals_truth(cloud_sim: Simulator, http: requests.Session, truth: Truth,
-                                form: str) -> None:
+def test_user_list_equals_truth(
+    cloud_sim: Simulator, http: requests.Session, truth: Truth, form: str
+) -> None:
     """Endpoint 7 lists every user once with truth's uuid and display name, by display name."""
     root = f"/{truth.workspace}" if form == "short" else f"/workspace/{truth.workspace}"
     body = fetch(http, cloud_sim, f"{root}/users")
@@ -25,7 +26,8 @@ def test_user_list_equals_truth(cloud_sim: Simulator, http: requests.Session, tr
 
 @pytest.mark.parametrize("form", ["short", "long"])
 def test_user_list_filter_display_name_is_exact(
-        cloud_sim: Simulator, http: requests.Session, truth: Truth, form: str) -> None:
+    cloud_sim: Simulator, http: requests.Session, truth: Truth, form: str
+) -> None:
     """filter_display_name narrows to the user with exactly that (unicode) display name."""
     root = f"/{truth.workspace}" if form == "short" else f"/workspace/{truth.workspace}"
     for user in truth.users:
@@ -34,5 +36,6 @@ def test_user_list_filter_display_name_is_exact(
         assert body["values"] == [{"uuid": user["uuid"], "display_name": name}]
     name = truth.users[0]["display_name"]
     for near in (name[:-1], name.upper() if name.upper() != name else name.lower(), name + " "):
-        assert fetch(http, cloud_sim, f"{root}/users", {"filter_display_name": near})[
-            "values"] == []
+        assert (
+            fetch(http, cloud_sim, f"{root}/users", {"filter_display_name": near})["values"] == []
+        )

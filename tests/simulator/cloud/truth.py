@@ -45,8 +45,14 @@ class Truth:
 
 def read_truth(sim: Simulator) -> Truth:
     info = sim.info()
-    return Truth(info["now"], info["workspace"], sim.truth("commits"),
-                 sim.truth("pull-requests"), sim.truth("users"), sim.truth("repositories"))
+    return Truth(
+        info["now"],
+        info["workspace"],
+        sim.truth("commits"),
+        sim.truth("pull-requests"),
+        sim.truth("users"),
+        sim.truth("repositories"),
+    )
 
 
 def epoch(text: str) -> int:
@@ -82,8 +88,7 @@ def with_offset(epoch_s: int, offset_minutes: int) -> str:
 
 def micros_z(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
-    return datetime.fromtimestamp(seconds, UTC).strftime(
-        "%Y-%m-%dT%H:%M:%S") + f".{millis:03d}000Z"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}000Z"
 
 
 def pr_key(item: dict[str, Any]) -> tuple[str, int]:
@@ -95,10 +100,16 @@ def public(item: dict[str, Any], *drop: str) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k != "_sim" and k not in drop}
 
 
-def expected_commits(truth: Truth, *, repo: str | None = None, user: str | None = None,
-                     merges: str = "exclude", since: str | None = None,
-                     until: str | None = None,
-                     hidden_repos: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+def expected_commits(
+    truth: Truth,
+    *,
+    repo: str | None = None,
+    user: str | None = None,
+    merges: str = "exclude",
+    since: str | None = None,
+    until: str | None = None,
+    hidden_repos: Iterable[str] = (),
+) -> dict[str, dict[str, Any]]:
     """Truth commits a commit list with these parameters must return, by hash."""
     low = epoch(since) if since else None
     high = epoch(until) if until else None
@@ -108,18 +119,28 @@ def expected_commits(truth: Truth, *, repo: str | None = None, user: str | None 
         merge = len(commit["parents"]) > 1
         assert merge == commit["_sim"]["is_merge"]
         at = instant(commit)
-        if ((repo is None or commit["repository"]["slug"] == repo)
-                and (user is None or commit["_sim"]["user"] == user)
-                and commit["repository"]["slug"] not in hidden
-                and (merges == "include" or merge == (merges == "only"))
-                and (low is None or at >= low) and (high is None or at < high)):
+        if (
+            (repo is None or commit["repository"]["slug"] == repo)
+            and (user is None or commit["_sim"]["user"] == user)
+            and commit["repository"]["slug"] not in hidden
+            and (merges == "include" or merge == (merges == "only"))
+            and (low is None or at >= low)
+            and (high is None or at < high)
+        ):
             found[commit["hash"]] = commit
     return found
 
 
-def expected_prs(truth: Truth, *, repo: str | None = None, user: str | None = None,
-                 state: str = "all", since: str | None = None, until: str | None = None,
-                 date_type: str = "created") -> dict[tuple[str, int], dict[str, Any]]:
+def expected_prs(
+    truth: Truth,
+    *,
+    repo: str | None = None,
+    user: str | None = None,
+    state: str = "all",
+    since: str | None = None,
+    until: str | None = None,
+    date_type: str = "created",
+) -> dict[tuple[str, int], dict[str, Any]]:
     """Truth pull requests a list with these parameters must return (30-day default)."""
     low = epoch_ms(since) if since else None
     high = epoch_ms(until) if until else None
@@ -128,10 +149,13 @@ def expected_prs(truth: Truth, *, repo: str | None = None, user: str | None = No
     found = {}
     for pr in truth.prs:
         at = pr["_sim"]["created_ms" if date_type == "created" else "updated_ms"]
-        if ((repo is None or pr_key(pr)[0] == repo)
-                and (user is None or pr["_sim"]["user"] == user)
-                and (state == "all" or pr["state"] == state.upper())
-                and (low is None or at >= low) and (high is None or at < high)):
+        if (
+            (repo is None or pr_key(pr)[0] == repo)
+            and (user is None or pr["_sim"]["user"] == user)
+            and (state == "all" or pr["state"] == state.upper())
+            and (low is None or at >= low)
+            and (high is None or at < high)
+        ):
             found[pr_key(pr)] = pr
     return found
 

@@ -16,12 +16,33 @@ AUTH = ("analyst", "analyst-pass")
 BEARER = {"Authorization": "Bearer sim-server-token"}
 RESTRICTED = ("restricted", "restricted-pass")
 RESTRICTED_BEARER = {"Authorization": "Bearer sim-restricted-token"}
-COMMIT_CSV_HEADER = ["Date", "Author email", "Author name", "Author username", "Repository",
-                     "Project", "Commit hash", "Merge commit", "Lines added", "Lines deleted"]
-PR_CSV_HEADER = ["Created date", "Last updated date", "Author name", "Author username",
-                 "Repository", "Project", "State", "Pull request id", "Reviewers",
-                 "Time to open (s)", "Pickup time (s)", "Review time (s)",
-                 "Time to resolve (s)"]
+COMMIT_CSV_HEADER = [
+    "Date",
+    "Author email",
+    "Author name",
+    "Author username",
+    "Repository",
+    "Project",
+    "Commit hash",
+    "Merge commit",
+    "Lines added",
+    "Lines deleted",
+]
+PR_CSV_HEADER = [
+    "Created date",
+    "Last updated date",
+    "Author name",
+    "Author username",
+    "Repository",
+    "Project",
+    "State",
+    "Pull request id",
+    "Reviewers",
+    "Time to open (s)",
+    "Pickup time (s)",
+    "Review time (s)",
+    "Time to resolve (s)",
+]
 
 
 def error_of(response: requests.Response, status: int) -> dict[str, Any]:
@@ -41,8 +62,9 @@ def error_of(response: requests.Response, status: int) -> dict[str, Any]:
 class Api:
     """A signed-in session against one simulated host's API prefix."""
 
-    def __init__(self, sim: Simulator, auth: Any = AUTH,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, sim: Simulator, auth: Any = AUTH, headers: dict[str, str] | None = None
+    ) -> None:
         self.sim = sim
         self.base = sim.api_base
         self.session = requests.Session()
@@ -58,8 +80,9 @@ class Api:
         assert response.headers["Content-Type"].startswith("application/json")
         return response.json()
 
-    def all_pages(self, path: str, limit: int | None = None, expected_limit: int = 25,
-                  **params: Any) -> list[Item]:
+    def all_pages(
+        self, path: str, limit: int | None = None, expected_limit: int = 25, **params: Any
+    ) -> list[Item]:
         """Every item of a paged list, checking the envelope of every page."""
         if limit is not None:
             params["limit"] = limit

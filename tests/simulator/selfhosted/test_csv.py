@@ -19,19 +19,38 @@ from tests.simulator.selfhosted.truth import (
 )
 
 
-@pytest.mark.parametrize("kind,extra", [("commits", {}), ("commits", {"merges": "only"}),
-                                        ("commits", {"order": "oldest"}),
-                                        ("pull-requests", {}),
-                                        ("pull-requests", {"dateType": "updated"}),
-                                        ("pull-requests", {"state": "open"})])
+@pytest.mark.parametrize(
+    "kind,extra",
+    [
+        ("commits", {}),
+        ("commits", {"merges": "only"}),
+        ("commits", {"order": "oldest"}),
+        ("pull-requests", {}),
+        ("pull-requests", {"dateType": "updated"}),
+        ("pull-requests", {"state": "open"}),
+    ],
+)
 def test_csv_default_window_is_the_last_30_days(
-        api: Api, truth: Truth, kind: str, extra: dict[str, str]) -> None:
+    api: Api, truth: Truth, kind: str, extra: dict[str, str]
+) -> None:
     _, rows = api.csv(f"/{kind}/export/csv", **extra)
     since = truth.now - 30 * DAY_S
-    listed = api.all_pages(f"/{kind}", limit=LIMIT_MAX[kind], expected_limit=LIMIT_MAX[kind],
-                           sinceDate=iso(since), **extra)
-    expected = truth.select(kind, lambda i: True, since, None, extra.get("dateType", "created"),
-                            extra.get("merges", "include"), extra.get("state", "all"))
+    listed = api.all_pages(
+        f"/{kind}",
+        limit=LIMIT_MAX[kind],
+        expected_limit=LIMIT_MAX[kind],
+        sinceDate=iso(since),
+        **extra,
+    )
+    expected = truth.select(
+        kind,
+        lambda i: True,
+        since,
+        None,
+        extra.get("dateType", "created"),
+        extra.get("merges", "include"),
+        extra.get("state", "all"),
+    )
     assert by_key(kind, listed) == by_key(kind, expected)
     assert 0 < len(expected) < len(truth.items(kind))
     truth_by = {key_of(kind, i): i for i in expected}
@@ -44,7 +63,8 @@ def test_csv_default_window_is_the_last_30_days(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_csv_with_only_until_exports_the_30_days_before_it(
-        api: Api, truth: Truth, kind: str) -> None:
+    api: Api, truth: Truth, kind: str
+) -> None:
     until = float(truth.now - 20 * DAY_S)
     _, rows = api.csv(f"/{kind}/export/csv", untilDate=iso(until))
     expected = truth.select(kind, lambda i: True, until - 30 * DAY_S, until)
@@ -53,19 +73,27 @@ def test_csv_with_only_until_exports_the_30_days_before_it(
         assert sorted(r["Commit hash"] for r in rows) == sorted(i["id"] for i in expected)
     else:
         assert sorted((r["Repository"], int(r["Pull request id"])) for r in rows) == sorted(
-            (i["toRef"]["repository"]["name"], i["id"]) for i in expected)
+            (i["toRef"]["repository"]["name"], i["id"]) for i in expected
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_csv_window_over_366_days_is_a_400(api: Api, truth: Truth, kind: str) -> None:
     until = truth.now
-    error = error_of(api.get(f"/{kind}/export/csv", sinceDate=iso(until - 367 * DAY_S),
-                             untilDate=iso(until)), 400)
+    error = error_of(
+        api.get(f"/{kind}/export/csv", sinceDate=iso(until - 367 * DAY_S), untilDate=iso(until)),
+        400,
+    )
     assert "sinceDate" in (error["context"] or "") + error["message"]
-    error_of(api.get(f"/{kind}/export/csv", sinceDate=iso(until - 366 * DAY_S - 1),
-                     untilDate=iso(until)), 400)
-    _, rows = api.csv(f"/{kind}/export/csv", sinceDate=iso(until - 366 * DAY_S),
-                      untilDate=iso(until))
+    error_of(
+        api.get(
+            f"/{kind}/export/csv", sinceDate=iso(until - 366 * DAY_S - 1), untilDate=iso(until)
+        ),
+        400,
+    )
+    _, rows = api.csv(
+        f"/{kind}/export/csv", sinceDate=iso(until - 366 * DAY_S), untilDate=iso(until)
+    )
     assert len(rows) == len(truth.select(kind, lambda i: True, until - 366 * DAY_S, until))
     # only sinceDate: the window runs to now, so an old since is too long as well
     error_of(api.get(f"/{kind}/export/csv", sinceDate=iso(until - 400 * DAY_S)), 400)
@@ -75,8 +103,9 @@ def test_csv_larger_than_one_chunk_is_complete(small_sim: Simulator) -> None:
     """A year of ~20k commits streams chunked and whole."""
     client = Api(small_sim)
     now = small_sim.info()["now"]
-    response, rows = client.csv("/commits/export/csv", sinceDate=iso(now - 366 * DAY_S),
-                                untilDate=iso(now))
+    response, rows = client.csv(
+        "/commits/export/csv", sinceDate=iso(now - 366 * DAY_S), untilDate=iso(now)
+    )
     assert response.headers["Transfer-Encoding"] == "chunked"
     commits = small_sim.truth("commits")
     assert sorted(r["Commit hash"] for r in rows) == sorted(c["id"] for c in commits)

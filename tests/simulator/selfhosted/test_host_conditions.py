@@ -9,8 +9,12 @@ import pytest
 from simulator import Simulator
 from tests.simulator.selfhosted.client import Api, commit_path, error_of
 
-SAMPLE_PATHS = ("/commits", "/pull-requests/statistics", "/projects/CORE/commits/export/csv",
-                "/users/user0001/pull-requests")
+SAMPLE_PATHS = (
+    "/commits",
+    "/pull-requests/statistics",
+    "/projects/CORE/commits/export/csv",
+    "/users/user0001/pull-requests",
+)
 
 
 def test_unlicensed_host_answers_402_everywhere(make_sim: Callable[..., Simulator]) -> None:
@@ -26,10 +30,12 @@ def test_unlicensed_host_answers_402_everywhere(make_sim: Callable[..., Simulato
     assert client.json("/commits/statistics")["commits"] == len(sim.truth("commits"))
 
 
-@pytest.mark.parametrize("version,present", [("5.1.0", False), ("4.9.9", False),
-                                             ("5.2.0", True), ("5.10.1", True)])
+@pytest.mark.parametrize(
+    "version,present", [("5.1.0", False), ("4.9.9", False), ("5.2.0", True), ("5.10.1", True)]
+)
 def test_app_older_than_5_2_answers_html_404(
-        make_sim: Callable[..., Simulator], version: str, present: bool) -> None:
+    make_sim: Callable[..., Simulator], version: str, present: bool
+) -> None:
     sim = make_sim(edition="server")
     sim.set_conditions(app_version=version)
     client = Api(sim)

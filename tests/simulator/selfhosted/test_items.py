@@ -21,8 +21,11 @@ def test_commit_user_present_only_for_primary_email(api: Api, truth: Truth) -> N
         email = item["author"]["emailAddress"]
         if email in primary:
             user = primary[email]
-            assert item["user"] == {"emailAddress": email, "displayName": user["displayName"],
-                                    "name": user["name"]}
+            assert item["user"] == {
+                "emailAddress": email,
+                "displayName": user["displayName"],
+                "name": user["name"],
+            }
             kinds["primary"] += 1
         else:
             assert "user" not in item
@@ -35,14 +38,16 @@ def test_commit_user_present_only_for_primary_email(api: Api, truth: Truth) -> N
 
 @pytest.mark.parametrize("length", [None, 12, 40])
 def test_parents_abbreviated_per_condition_and_roots_empty(
-        make_sim: Callable[..., Simulator], length: int | None) -> None:
+    make_sim: Callable[..., Simulator], length: int | None
+) -> None:
     """Parent ids are 20-char prefixes by default (server_parent_id_length); roots: []."""
     sim = make_sim(edition="server")
     if length is not None:
         sim.set_conditions(server_parent_id_length=length)
     client = Api(sim)
-    served_items = {c["id"]: c for c in client.all_pages("/commits", limit=1000,
-                                                         expected_limit=1000)}
+    served_items = {
+        c["id"]: c for c in client.all_pages("/commits", limit=1000, expected_limit=1000)
+    }
     cut = length or 20
     roots = 0
     for commit in sim.truth("commits"):
@@ -53,8 +58,10 @@ def test_parents_abbreviated_per_condition_and_roots_empty(
     assert roots > 0
     sample = next(c for c in sim.truth("commits") if c["_sim"]["parents"])
     repo = sample["repository"]
-    single = client.json(f"/projects/{repo['project']['key']}/repos/"
-                         f"{quote(repo['slug'], safe='')}/commits/{sample['id']}")
+    single = client.json(
+        f"/projects/{repo['project']['key']}/repos/"
+        f"{quote(repo['slug'], safe='')}/commits/{sample['id']}"
+    )
     assert single["parents"] == [{"id": p[:cut]} for p in sample["_sim"]["parents"]]
 
 
@@ -66,10 +73,11 @@ def test_repository_slug_with_spaces_and_capitals(api: Api, truth: Truth) -> Non
         assert "%20" in path
         items = api.all_pages(f"{path}/commits", limit=1000, expected_limit=1000)
         assert items and {(i["repository"]["slug"], i["repository"]["name"]) for i in items} == {
-            (repo["slug"], repo["name"])}
+            (repo["slug"], repo["name"])
+        }
         prs = api.all_pages(f"{path}/pull-requests", limit=500, expected_limit=500)
         assert {p["toRef"]["repository"]["slug"] for p in prs} <= {repo["slug"]}
         for pr in prs:
             assert pr["links"]["self"][0]["href"].endswith(
-                f"/projects/{repo['project']['key']}/repos/{repo['slug']}"
-                f"/pull-requests/{pr['id']}")
+                f"/projects/{repo['project']['key']}/repos/{repo['slug']}/pull-requests/{pr['id']}"
+            )

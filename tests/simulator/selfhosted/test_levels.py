@@ -19,8 +19,9 @@ def test_levels_agree_where_they_overlap(api: Api, truth: Truth, kind: str) -> N
     assert sum(s[count] for s in projects.values()) == total[count]
     if kind == "commits":
         for side in ("added", "deleted"):
-            assert sum(s["linesOfCode"][side] for s in projects.values()) == \
-                total["linesOfCode"][side]
+            assert (
+                sum(s["linesOfCode"][side] for s in projects.values()) == total["linesOfCode"][side]
+            )
     else:
         for state in ("declined", "merged", "open"):
             assert sum(s["state"][state] for s in projects.values()) == total["state"][state]
@@ -31,13 +32,15 @@ def test_levels_agree_where_they_overlap(api: Api, truth: Truth, kind: str) -> N
         key = target.path.split("/")[2]
         by_project[key] += api.json(f"{target.path}/{kind}/statistics")[count]
     assert {f"/projects/{k}": v for k, v in by_project.items()} == {
-        p: s[count] for p, s in projects.items()}
+        p: s[count] for p, s in projects.items()
+    }
     users = sum(api.json(f"{t.path}/{kind}/statistics")[count] for t in truth.targets("user"))
     if kind == "pull-requests":
         assert users == total[count]
     else:
         known = {u["emailAddress"] for u in truth.users} | {
-            a for u in truth.users for a in u["_sim"]["aliases"]}
+            a for u in truth.users for a in u["_sim"]["aliases"]
+        }
         listed = api.all_pages("/commits", limit=1000, expected_limit=1000)
         outsiders = sum(1 for c in listed if c["author"]["emailAddress"] not in known)
         assert outsiders > 0
@@ -55,13 +58,11 @@ def test_user_level_includes_alias_commits_without_user_object(api: Api, truth: 
         assert set(emails) <= {user["emailAddress"], *user["_sim"]["aliases"]}
         for item in items:
             if item["author"]["emailAddress"] == user["emailAddress"]:
-                assert item["user"] == {k: user[k] for k in ("emailAddress", "displayName",
-                                                             "name")}
+                assert item["user"] == {k: user[k] for k in ("emailAddress", "displayName", "name")}
             else:
                 assert "user" not in item
                 alias_commits_seen += 1
-        prs = api.all_pages(f"/users/{user['slug']}/pull-requests", limit=500,
-                            expected_limit=500)
+        prs = api.all_pages(f"/users/{user['slug']}/pull-requests", limit=500, expected_limit=500)
         assert {p["author"]["user"]["name"] for p in prs} <= {user["slug"]}
         assert len(prs) == sum(1 for p in truth.prs if p["author"]["user"]["name"] == user["slug"])
     assert alias_commits_seen > 0

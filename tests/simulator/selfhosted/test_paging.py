@@ -12,7 +12,8 @@ from tests.simulator.selfhosted.truth import KINDS, LIMIT_MAX, Truth, by_key, st
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("limit", [None, 1, 7, 100])
 def test_paging_to_the_end_returns_truth_exactly(
-        api: Api, truth: Truth, kind: str, limit: int | None) -> None:
+    api: Api, truth: Truth, kind: str, limit: int | None
+) -> None:
     """Default limit 25 and explicit limits: pages chain by nextPageStart to the whole truth."""
     if limit == 1 and kind == "commits":
         limit = 37  # 600 one-item pages would only slow the suite down
@@ -64,5 +65,6 @@ def test_small_host_pull_requests_page_across_the_500_maximum(small_sim: Simulat
     project = small_sim.truth("projects")[-1]["key"]
     in_project = [p for p in prs if p["toRef"]["repository"]["project"]["key"] == project]
     assert len(in_project) > 25
-    assert by_key("pull-requests", client.all_pages(f"/projects/{project}/pull-requests")) == \
-        by_key("pull-requests", in_project)
+    assert by_key(
+        "pull-requests", client.all_pages(f"/projects/{project}/pull-requests")
+    ) == by_key("pull-requests", in_project)

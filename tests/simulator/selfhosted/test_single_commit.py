@@ -19,8 +19,11 @@ def test_single_commit_by_full_and_abbreviated_id(api: Api, truth: Truth) -> Non
     for item in sample:
         path = commit_path(item)
         assert api.json(f"{path}/{item['id']}") == served(item)
-        same_prefix = [c for c in truth.commits if c["repository"] == item["repository"]
-                       and c["id"].startswith(item["id"][:10])]
+        same_prefix = [
+            c
+            for c in truth.commits
+            if c["repository"] == item["repository"] and c["id"].startswith(item["id"][:10])
+        ]
         if len(same_prefix) == 1:
             assert api.json(f"{path}/{item['id'][:10]}") == served(item)
             abbreviated += 1
@@ -30,16 +33,14 @@ def test_single_commit_by_full_and_abbreviated_id(api: Api, truth: Truth) -> Non
 def test_single_commit_with_files(api: Api, truth: Truth) -> None:
     """withFiles=true adds the truth's files, summing to linesOfCode; false/absent: no files."""
     sample = [c for c in truth.commits if c["linesOfCode"]["added"] > 0][::50]
-    sample.append(next(c for c in truth.commits if c["linesOfCode"] == {"added": 0,
-                                                                        "deleted": 0}))
+    sample.append(next(c for c in truth.commits if c["linesOfCode"] == {"added": 0, "deleted": 0}))
     for item in sample:
         path = f"{commit_path(item)}/{item['id']}"
         answer = api.json(path, withFiles="true")
         files = server_files(api, item["id"])
         assert answer == {**served(item), "files": files}
         for side in ("added", "deleted"):
-            assert sum(f["linesOfCode"][side] for f in answer["files"]) == \
-                item["linesOfCode"][side]
+            assert sum(f["linesOfCode"][side] for f in answer["files"]) == item["linesOfCode"][side]
         assert "files" not in api.json(path)
         assert "files" not in api.json(path, withFiles="false")
     assert any(len(server_files(api, c["id"])) > 1 for c in sample)
@@ -59,7 +60,7 @@ def ambiguous_pair(truth: Truth) -> tuple[Item, str, list[str]]:
     for commit in truth.commits:
         if commit["repository"]["slug"] == first:
             groups[commit["id"][:12]].append(commit["id"])
-    (prefix, hashes), = [(p, h) for p, h in groups.items() if len(h) > 1]
+    ((prefix, hashes),) = [(p, h) for p, h in groups.items() if len(h) > 1]
     item = next(c for c in truth.commits if c["id"] == hashes[0])
     return item, prefix, sorted(hashes)
 
@@ -90,8 +91,7 @@ def test_missing_commit_is_a_404_naming_commit_and_repository(api: Api, truth: T
     assert elsewhere["id"] in error["message"] and repo in error["message"]
 
 
-def test_unindexed_repository_is_a_409_once_then_200(
-        make_sim: Callable[..., Simulator]) -> None:
+def test_unindexed_repository_is_a_409_once_then_200(make_sim: Callable[..., Simulator]) -> None:
     sim = make_sim(edition="server")
     item = sim.truth("commits")[5]
     slug = item["repository"]["slug"]

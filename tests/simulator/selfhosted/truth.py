@@ -58,11 +58,13 @@ def item_time(kind: str, item: Item, date_type: str = "created") -> float:
 
 def field_is(path: tuple[str, ...], value: Any) -> Callable[[Item], bool]:
     """A predicate: the item's nested field at `path` equals `value`."""
+
     def check(item: Item) -> bool:
         found: Any = item
         for name in path:
             found = found[name]
         return bool(found == value)
+
     return check
 
 
@@ -98,32 +100,60 @@ class Truth:
         if level == "global":
             return [Target("global", "", lambda c: True, lambda p: True)]
         if level == "project":
-            return [Target("project", f"/projects/{p['key']}",
-                           field_is(("repository", "project", "key"), p["key"]),
-                           field_is(("toRef", "repository", "project", "key"), p["key"]))
-                    for p in self.projects]
+            return [
+                Target(
+                    "project",
+                    f"/projects/{p['key']}",
+                    field_is(("repository", "project", "key"), p["key"]),
+                    field_is(("toRef", "repository", "project", "key"), p["key"]),
+                )
+                for p in self.projects
+            ]
         if level == "repository":
-            return [Target("repository",
-                           f"/projects/{r['project']['key']}/repos/{quote(r['slug'], safe='')}",
-                           field_is(("repository", "slug"), r["slug"]),
-                           field_is(("toRef", "repository", "slug"), r["slug"]))
-                    for r in self.repos]
-        return [Target("user", f"/users/{u['slug']}", field_is(("_sim", "user"), u["slug"]),
-                       field_is(("author", "user", "name"), u["slug"]))
-                for u in self.users]
+            return [
+                Target(
+                    "repository",
+                    f"/projects/{r['project']['key']}/repos/{quote(r['slug'], safe='')}",
+                    field_is(("repository", "slug"), r["slug"]),
+                    field_is(("toRef", "repository", "slug"), r["slug"]),
+                )
+                for r in self.repos
+            ]
+        return [
+            Target(
+                "user",
+                f"/users/{u['slug']}",
+                field_is(("_sim", "user"), u["slug"]),
+                field_is(("author", "user", "name"), u["slug"]),
+            )
+            for u in self.users
+        ]
 
-    def select(self, kind: str, wants: Callable[[Item], bool], since: float | None = None,
-               until: float | None = None, date_type: str = "created",
-               merges: str = "include", state: str = "all") -> list[Item]:
+    def select(
+        self,
+        kind: str,
+        wants: Callable[[Item], bool],
+        since: float | None = None,
+        until: float | None = None,
+        date_type: str = "created",
+        merges: str = "include",
+        state: str = "all",
+    ) -> list[Item]:
         """Truth items in a window ([since, until), seconds) and with the given filters."""
         chosen = []
         for item in self.items(kind):
             when = item_time(kind, item, date_type)
-            if not wants(item) or (since is not None and when < since) or (
-                    until is not None and when >= until):
+            if (
+                not wants(item)
+                or (since is not None and when < since)
+                or (until is not None and when >= until)
+            ):
                 continue
-            if kind == "commits" and merges != "include" and (
-                    item["_sim"]["is_merge"] != (merges == "only")):
+            if (
+                kind == "commits"
+                and merges != "include"
+                and (item["_sim"]["is_merge"] != (merges == "only"))
+            ):
                 continue
             if kind == "pull-requests" and state != "all" and item["state"] != state.upper():
                 continue
@@ -132,19 +162,31 @@ class Truth:
 
 
 def read_truth(sim: Simulator) -> Truth:
-    return Truth(sim.info()["now"], sim.truth("commits"), sim.truth("pull-requests"),
-                 sim.truth("users"), sim.truth("repositories"), sim.truth("projects"))
+    return Truth(
+        sim.info()["now"],
+        sim.truth("commits"),
+        sim.truth("pull-requests"),
+        sim.truth("users"),
+        sim.truth("repositories"),
+        sim.truth("projects"),
+    )
 
 
 def statistics_of(kind: str, items: list[Item]) -> dict[str, Any]:
     """The statistics object the spec defines, summed over `items`."""
     if kind == "commits":
-        return {"linesOfCode": {"added": sum(i["linesOfCode"]["added"] for i in items),
-                                "deleted": sum(i["linesOfCode"]["deleted"] for i in items)},
-                "commits": len(items)}
+        return {
+            "linesOfCode": {
+                "added": sum(i["linesOfCode"]["added"] for i in items),
+                "deleted": sum(i["linesOfCode"]["deleted"] for i in items),
+            },
+            "commits": len(items),
+        }
     states = Counter(i["state"].lower() for i in items)
-    return {"pullRequests": len(items),
-            "state": {s: states.get(s, 0) for s in ("declined", "merged", "open")}}
+    return {
+        "pullRequests": len(items),
+        "state": {s: states.get(s, 0) for s in ("declined", "merged", "open")},
+    }
 
 
 def window_of(truth: Truth, kind: str) -> tuple[float, float]:
@@ -156,30 +198,40 @@ def window_of(truth: Truth, kind: str) -> tuple[float, float]:
 def commit_row(item: Item) -> dict[str, Any]:
     """What a commit CSV row must say about a truth commit (dates compared as instants)."""
     repository = item["repository"]
-    return {"Date": epoch(item["authorTimestamp"]), "Author email": item["author"]["emailAddress"],
-            "Author name": item["author"]["displayName"],
-            "Author username": item["_sim"]["user"] or "", "Repository": repository["name"],
-            "Project": repository["project"]["name"], "Commit hash": item["id"],
-            "Merge commit": "true" if item["_sim"]["is_merge"] else "false",
-            "Lines added": str(item["linesOfCode"]["added"]),
-            "Lines deleted": str(item["linesOfCode"]["deleted"])}
+    return {
+        "Date": epoch(item["authorTimestamp"]),
+        "Author email": item["author"]["emailAddress"],
+        "Author name": item["author"]["displayName"],
+        "Author username": item["_sim"]["user"] or "",
+        "Repository": repository["name"],
+        "Project": repository["project"]["name"],
+        "Commit hash": item["id"],
+        "Merge commit": "true" if item["_sim"]["is_merge"] else "false",
+        "Lines added": str(item["linesOfCode"]["added"]),
+        "Lines deleted": str(item["linesOfCode"]["deleted"]),
+    }
 
 
 def check_commit_rows(rows: list[dict[str, str]], expected: list[Item]) -> None:
-    parsed = [{**row, "Date": epoch(row["Date"]), "Merge commit": row["Merge commit"].lower()}
-              for row in rows]
+    parsed = [
+        {**row, "Date": epoch(row["Date"]), "Merge commit": row["Merge commit"].lower()}
+        for row in rows
+    ]
     assert parsed == [commit_row(i) for i in expected]
 
 
 def check_pr_rows(rows: list[dict[str, str]], expected: list[Item]) -> None:
     assert [(r["Repository"], int(r["Pull request id"])) for r in rows] == [
-        (i["toRef"]["repository"]["name"], i["id"]) for i in expected]
+        (i["toRef"]["repository"]["name"], i["id"]) for i in expected
+    ]
     for row, item in zip(rows, expected, strict=True):
         author = item["author"]["user"]
         assert round(epoch(row["Created date"]) * 1000) == item["createdDate"]
         assert round(epoch(row["Last updated date"]) * 1000) == item["updatedDate"]
-        assert (row["Author name"], row["Author username"]) == (author["displayName"],
-                                                                author["name"])
+        assert (row["Author name"], row["Author username"]) == (
+            author["displayName"],
+            author["name"],
+        )
         assert row["Project"] == item["toRef"]["repository"]["project"]["name"]
         assert row["State"] == item["state"]
         reviewers = [r["user"]["displayName"] for r in item["reviewers"]]
@@ -189,7 +241,8 @@ def check_pr_rows(rows: list[dict[str, str]], expected: list[Item]) -> None:
         if closed_ms is None:
             assert row["Time to resolve (s)"] == ""
         else:
-            assert abs(int(row["Time to resolve (s)"]) - (closed_ms - item["createdDate"]) / 1000
-                       ) <= 1
+            assert (
+                abs(int(row["Time to resolve (s)"]) - (closed_ms - item["createdDate"]) / 1000) <= 1
+            )
         for phase in ("Time to open (s)", "Pickup time (s)", "Review time (s)"):
             assert row[phase] == "" or int(row[phase]) >= 0
