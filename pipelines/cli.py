@@ -446,9 +446,15 @@ def backfill_command(args: argparse.Namespace) -> int:
         result = run_backfill(
             pipeline, since, args.until, args.window_days, progress=progress, **overrides
         )
+    exports = (
+        f"; CSV exports: {len(result.exports)} windows, "
+        f"{sum(w.resumed for w in result.exports)} already finished before"
+        if result.exports
+        else ""
+    )
     print(
         f"backfill done: {len(result.windows)} windows, "
-        f"{sum(w.resumed for w in result.windows)} already finished before"
+        f"{sum(w.resumed for w in result.windows)} already finished before{exports}"
     )
     print_pipeline(pipeline)
     loaded = [w.result for w in result.windows if w.result]
@@ -461,19 +467,25 @@ def backfill_command(args: argparse.Namespace) -> int:
     write_report(
         args,
         {
-            "backfill": [
-                {
-                    "window": [w.start.isoformat(), w.end.isoformat()],
-                    "resumed": w.resumed,
-                    "report": w.result.report.as_dict() if w.result else None,
-                }
-                for w in result.windows
-            ],
+            "backfill": window_reports(result.windows),
+            "backfill_exports": window_reports(result.exports),
             "backfill_totals": result.totals(),
             "reconciliation": check.as_dict() if check else None,
         },
     )
     return exit_code(result.partial, check)
+
+
+def window_reports(windows: list[Any]) -> list[dict[str, Any]]:
+    """Each window's bounds, whether an earlier run finished it, and its run report."""
+    return [
+        {
+            "window": [w.start.isoformat(), w.end.isoformat()],
+            "resumed": w.resumed,
+            "report": w.result.report.as_dict() if w.result else None,
+        }
+        for w in windows
+    ]
 
 
 def check_command(args: argparse.Namespace) -> int:

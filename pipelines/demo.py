@@ -83,7 +83,7 @@ def run_demo(args: argparse.Namespace) -> int:
             {load_id for r in loaded for load_id in r.load_ids},
         ).skipping([r.report for r in loaded])
     report = {
-        "backfill": [w.result.report.as_dict() for w in backfill.windows if w.result],
+        "backfill": [w.result.report.as_dict() for w in backfill.every_window if w.result],
         "nightly": nightly.report.as_dict(),
         "reconciliation": check.as_dict(),
     }

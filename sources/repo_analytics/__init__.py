@@ -339,7 +339,10 @@ def scopes_to_read(
     # whole backfill: what a window reads must not depend on which earlier windows its
     # pipeline happened to load.
     resource_states = {} if plan.backfill else dlt.current.source_state().get("resources", {})
-    if not configured_repos or (discover_users and range_discovery is None):
+    if range_discovery is not None and range_discovery.spans(plan.start, plan.until):
+        # a window as long as the backfill (its CSV exports): the range's discovery is its own
+        discovered = range_discovery.discovered(ctx)
+    elif not configured_repos or (discover_users and range_discovery is None):
         newest = latest_cursor(resource_states)
         slack = plan.cursor_slack(True)
         since = plan.start - slack

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,14 +50,20 @@ class Discovered:
     users: set[str] = field(default_factory=set)
 
 
-def discover(ctx: ReadContext, since: datetime, until: datetime | None = None) -> Discovered:
+def discover(
+    ctx: ReadContext,
+    since: datetime,
+    until: datetime | None = None,
+    resources: Sequence[str] | None = None,
+) -> Discovered:
     """Repositories and users with activity in [since, until) (until: the run's end), from
-    the top-level lists."""
+    the top-level lists of the run's resource families (or `resources`)."""
     plan, spec = ctx.plan, ctx.plan.edition
     found = Discovered()
     top = top_scope(ctx)
     # Lists of the selected families only; statistics alone still need the commit list.
-    families = [r for r in ("commits", "pull_requests") if r in plan.resources] or ["commits"]
+    selected = plan.resources if resources is None else resources
+    families = [r for r in ("commits", "pull_requests") if r in selected] or ["commits"]
     for resource in families:
         endpoint = endpoint_for(ctx, resource, spec.top_level)
         if endpoint is None or endpoint.paging is None or endpoint.page_size is None:
@@ -101,13 +107,21 @@ class RangeDiscovery:
 
     start: datetime
     until: datetime
+    # the backfill's resource families: its CSV exports' window reads no list of its own
+    resources: tuple[str, ...] | None = None
     _found: Discovered | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def spans(self, start: datetime, until: datetime) -> bool:
+        """Whether [start, until) is this whole range."""
+        return (self.start, self.until) == (start, until)
 
     def discovered(self, ctx: ReadContext) -> Discovered:
         with self._lock:
             if self._found is None:
-                self._found = discover(ctx, self.start - ctx.plan.cursor_slack(True), self.until)
+                self._found = discover(
+                    ctx, self.start - ctx.plan.cursor_slack(True), self.until, self.resources
+                )
             return self._found
 
 
