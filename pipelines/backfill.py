@@ -6,8 +6,9 @@ Each window is one load of the pipeline -- the same pipeline the nightly runs us
 finished only once its data is in, a crash repeats at most the window it hit, and merge keys
 make that repeat harmless. Within a window every resource reads its scopes `concurrency` at
 once (windows at once were measured no faster: the host's `concurrency` open requests are the
-bound either way). A backfill's windows never move the nightly cursors; a backfill that reaches
-the clock sets them at its end in one state-only load.
+bound either way). CSV exports, which answer a whole range at once, come last, in windows of
+their own of up to 366 days. A backfill's windows never move the nightly cursors; a backfill
+that reaches the clock sets them at its end in one state-only load.
 """
 
 from __future__ import annotations
