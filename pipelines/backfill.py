@@ -63,6 +63,7 @@ class WindowOutcome:
     result: LoadResult | None = None
     seconds: float = 0.0
     index: int = 0  # the window's place in the plan, from 1
+    exports: bool = False  # a window of the CSV exports
 
 
 @dataclass
@@ -184,7 +185,7 @@ def run_backfill(
             index = len(result.windows) + len(result.exports) + 1
             key = key_prefix + window_key(start, end)
             if wanted in done.get(key, ()):
-                outcome = WindowOutcome(start, end, resumed=True, index=index)
+                outcome = WindowOutcome(start, end, True, index=index, exports=bool(key_prefix))
             else:
                 window_began = time.monotonic()
                 report = RunReport()
@@ -202,9 +203,8 @@ def run_backfill(
                     report=report,
                     **{**source_args, "resources": list(families)},
                 )
-                outcome = WindowOutcome(
-                    start, end, False, loaded, time.monotonic() - window_began, index
-                )
+                seconds = time.monotonic() - window_began
+                outcome = WindowOutcome(start, end, False, loaded, seconds, index, bool(key_prefix))
             ended.append(outcome)
             shown.window_ended(outcome, index, total)
     if not until and not result.partial:

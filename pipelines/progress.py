@@ -54,8 +54,9 @@ class WindowLines(Progress):
     def window_ended(self, outcome: Any, ended: int, total: int) -> None:
         span = f"[{bound(outcome.start)} .. {bound(outcome.end)})"
         head = f"window {outcome.index}/{total} {span}"
+        what = "; the CSV exports" if getattr(outcome, "exports", False) else ""
         if outcome.resumed:
-            self.say(f"{head}: finished earlier, skipped")
+            self.say(f"{head}: finished earlier, skipped{what}")
             return
         self.loaded += 1
         elapsed = time.monotonic() - self.began
@@ -64,7 +65,7 @@ class WindowLines(Progress):
         self.say(
             f"{head}: {totals.rows} rows, {totals.requests} requests, {totals.retries} "
             f"retries, {totals.wait_seconds_wall:.1f} s waited, {outcome.seconds:.1f} s; "
-            f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s"
+            f"elapsed {elapsed:.0f} s, ETA {eta:.0f} s{what}"
         )
         for skip in outcome.result.report.skips:  # exit 3: the skipped scopes, listed
             self.say(f"  skipped {skip.resource}: {skip.kind}: {skip.message}")

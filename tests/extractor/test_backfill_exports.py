@@ -6,6 +6,7 @@ Real simulators over HTTP, real DuckDB files; what the host saw comes from its r
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,16 @@ import pytest
 
 from simulator import Simulator
 from tests.extractor.conftest import Loader
-from tests.extractor.test_backfill import CLOCK, SINCE, backfill, dated, snapshot
+from tests.extractor.test_backfill import (
+    CLOCK,
+    SINCE,
+    backfill,
+    cli_env,
+    dated,
+    run_cli,
+    snapshot,
+    window_lines,
+)
 
 EXPORT_TABLES = ("server_commit_exports", "server_pull_request_exports")
 # a month: short enough that some users show in the pull-request lists only
@@ -59,3 +69,39 @@ def test_a_rerun_export_window_reads_what_a_whole_run_reads(make_sim: Any, tmp_p
     for table in EXPORT_TABLES:
         assert expected[table], table
         assert got[table] == expected[table], table
+
+
+def test_the_command_shows_the_export_window_apart(make_sim: Any, tmp_path: Path) -> None:
+    """`repo-analytics backfill` of a month in 10-day windows: three window lines, then the
+    export window's line, which says so; the summary counts it apart, and the run report
+    lists it under `backfill_exports` with its own requests (the exports, nothing else)."""
+    sim: Simulator = make_sim(edition="server")
+    done = run_cli(
+        tmp_path,
+        cli_env(sim),
+        "backfill",
+        "--since",
+        "2026-05-02",
+        "--until",
+        "2026-06-01",
+        "--window-days",
+        "10",
+        "--no-reconcile",
+    )  # no terminal: the default progress prints a line per window
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = window_lines(done.stdout)
+    assert sorted(lines) == [1, 2, 3, 4]
+    assert [
+        what.endswith("; the CSV exports") for _, _, what in (lines[n] for n in sorted(lines))
+    ] == [False, False, False, True]
+    assert lines[4][:2] == ("2026-05-02", "2026-06-01")
+    assert (
+        "backfill done: 3 windows, 0 already finished before; CSV exports: 1 windows, "
+        "0 already finished before"
+    ) in done.stdout
+    report = json.loads((tmp_path / "data.report.json").read_text())
+    assert [w["window"] for w in report["backfill_exports"]] == [
+        ["2026-05-02T00:00:00+00:00", "2026-06-01T00:00:00+00:00"]
+    ]
+    resources = report["backfill_exports"][0]["report"]["resources"]
+    assert resources and all("exports" in name for name in resources), resources
