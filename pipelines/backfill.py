@@ -35,7 +35,7 @@ from sources.repo_analytics.client import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError
-from sources.repo_analytics.plan import name_list
+from sources.repo_analytics.plan import chosen_resources
 from sources.repo_analytics.report import waited_wall
 from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
@@ -219,8 +219,7 @@ def split_exports(settings: RepoAnalyticsConfiguration) -> tuple[list[str], list
     """The resource families the backfill reads: those in quarter windows, and the CSV
     exports (read in windows of their own), as the edition's endpoint table says."""
     spec = edition_spec(settings.edition)
-    families = sorted({e.resource for e in spec.endpoints})
-    chosen = name_list("resources", settings.resources, families) or tuple(families)
+    chosen = chosen_resources(spec, settings.resources)
     exported = {e.resource for e in spec.endpoints if e.kind == "csv"}
     return ([f for f in chosen if f not in exported], [f for f in chosen if f in exported])
 

@@ -39,7 +39,7 @@ class LoadResult:
     def load_ids(self) -> tuple[str, ...]:
         """The ids of the loads this run made (the `_dlt_load_id` of every row it wrote);
         a crashed run's packages it finished first are not among them."""
-        return tuple(self.info.loads_ids) if self.info is not None else ()
+        return tuple(self.report.load_ids)
 
 
 def make_pipeline(

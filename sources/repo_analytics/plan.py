@@ -251,6 +251,13 @@ def setting_value(values: Mapping[str, Any], key: str) -> Any:
     return default_of(key) if value is None else value
 
 
+def chosen_resources(edition: EditionSpec, value: Any) -> tuple[str, ...]:
+    """The resource families `value` selects (`all` or nothing: every family of the edition),
+    checked against the edition's families."""
+    families = sorted({e.resource for e in edition.endpoints})
+    return name_list("resources", value, families) or tuple(families)
+
+
 def build_plan(
     edition: EditionSpec, values: Mapping[str, Any], now: datetime | None = None
 ) -> RunPlan:
@@ -271,8 +278,7 @@ def build_plan(
         raise ConfigError("workspace", workspace or "(empty)", "the workspace slug of the token")
     all_levels = tuple(dict.fromkeys(e.level for e in edition.endpoints))
     levels = name_list("levels", values.get("levels"), all_levels) or all_levels
-    families = sorted({e.resource for e in edition.endpoints})
-    resources = name_list("resources", values.get("resources"), families) or tuple(families)
+    resources = chosen_resources(edition, values.get("resources"))
     until = (
         parse_user_instant("end_date", values["end_date"])
         if values.get("end_date")
