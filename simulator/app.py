@@ -124,6 +124,7 @@ class HostApp:
             self.faults.set_from(config.faults)
         self.log = RequestLog()
         self.base_url = ""  # set once the server is bound
+        self.ca_file: str | None = None  # with TLS, the PEM file of the run's CA
         self.edition = edition_factory(self)
         self.store: Store = self.edition.store
         self.control: Callable[[Request], Response] | None = None
@@ -177,6 +178,10 @@ class HostApp:
         conditions = self.conditions
         if conditions.proxy_login:
             return html_response(200, LOGIN_PAGE)
+        if conditions.redirect_base:  # a proxy or host that sends every request elsewhere
+            query = f"?{request.query_string}" if request.query_string else ""
+            target = conditions.redirect_base.rstrip("/") + request.raw_path + query
+            return Response(302, b"", "text/html;charset=UTF-8", {"Location": target})
         if not conditions.app_present or found is None:
             return html_response(404, OLD_APP_PAGE)
         principal = self.edition.authenticate(request)

@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server-token", default=SimConfig.server_token, help="self-hosted Bearer token to accept"
     )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a certificate authority made for the run; its PEM file "
+        "(ca_file= in the first line) is what clients trust",
+    )
 
 
 def run(args: argparse.Namespace, next_steps: Callable[[Any], Iterable[str]] | None = None) -> int:
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace, next_steps: Callable[[Any], Iterable[str]] | N
         username=args.username,
         password=args.password,
         server_token=args.server_token,
+        tls=args.tls,
     )
     try:
         sim = Simulator(config).start()

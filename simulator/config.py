@@ -53,6 +53,7 @@ class Conditions:
     forbidden: list[str] = field(default_factory=list)
     path_forms: str = "both"  # cloud endpoints 6 and 7: both | short | long
     next_link_base: str | None = None  # cloud next/previous links point here when set
+    redirect_base: str | None = None  # every API request answers 302 to this base + its path
     page_overflow: str = "default"  # default (cloud error, server clamp) | clamp | error
     until_inclusive: bool = False
     commit_default_days: int | None = None  # commit lists' window when no dates are given
@@ -87,6 +88,7 @@ CONDITION_TYPES: dict[str, tuple[type, ...]] = {
     "forbidden": (list, tuple),
     "path_forms": (str,),
     "next_link_base": (str, type(None)),
+    "redirect_base": (str, type(None)),
     "page_overflow": (str,),
     "until_inclusive": (bool,),
     "commit_default_days": (int, type(None)),
@@ -137,6 +139,7 @@ class SimConfig:
     username: str = DEFAULT_SERVER_USER
     password: str = DEFAULT_SERVER_PASSWORD
     server_token: str = DEFAULT_SERVER_TOKEN
+    tls: bool = False  # HTTPS with a CA made for the run (`Simulator.ca_file`)
     conditions: Conditions = field(default_factory=Conditions)
 
     @property

@@ -35,6 +35,7 @@ def info(app: HostApp) -> dict[str, Any]:
         "base_url": app.base_url,
         "api_base_url": app.api_base,
         "api_prefix": config.prefix,
+        "ca_file": app.ca_file,
         "now": world.now_s,
         "seed": config.seed,
         "size": config.size,

@@ -7,6 +7,7 @@ need the raw socket, which higher-level frameworks hide.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -57,10 +58,25 @@ class SimHTTPServer(ThreadingHTTPServer):
         address: tuple[str, int],
         app: Callable[[Request], Response],
         in_flight: Callable[[int], None] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
         self.in_flight = in_flight  # told +1 / -1 around each API answer, latency included
+        self.tls = tls  # HTTPS when set: each connection's handshake runs in its own thread
         super().__init__(address, SimRequestHandler)
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        """With TLS, the handshake runs here, in the connection's thread, not in the accepting
+        one: a client that refuses the certificate, or never completes the handshake, holds up
+        no other connection."""
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        secured = self.tls.wrap_socket(request, server_side=True)  # SSLError: handle_error
+        try:
+            super().finish_request(secured, client_address)
+        finally:
+            secured.close()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Clients that hang up mid-response are normal here; a real bug is logged."""

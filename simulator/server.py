@@ -15,6 +15,7 @@ from .control import info, make_control
 from .edition import EditionBase
 from .generate import SIZES, build_world
 from .selfhosted import ServerEdition
+from .tls import RunCertificates
 from .world import World
 
 EDITION_CLASSES: dict[str, Callable[[HostApp], EditionBase]] = {
@@ -57,15 +58,22 @@ class Simulator:
         self.app.control = make_control(self.app)
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._certificates: RunCertificates | None = None
 
     def start(self) -> Simulator:
         from .http import SimHTTPServer
 
+        if self.config.tls:
+            self._certificates = RunCertificates(self.config.host)
         self._server = SimHTTPServer(
-            (self.config.host, self.config.port), self.app, self.app.log.in_flight
+            (self.config.host, self.config.port),
+            self.app,
+            self.app.log.in_flight,
+            self._certificates.server_context() if self._certificates else None,
         )
         host, port = self._server.server_address[:2]
-        self.app.base_url = f"http://{host}:{port}"
+        self.app.base_url = f"{'https' if self.config.tls else 'http'}://{host}:{port}"
+        self.app.ca_file = str(self._certificates.ca_file) if self._certificates else None
         self.app.store.forget_rendering()  # links carry the base URL
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -81,6 +89,10 @@ class Simulator:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._certificates is not None:
+            self._certificates.remove()
+            self._certificates = None
+            self.app.ca_file = None
 
     def __enter__(self) -> Simulator:
         return self.start()
@@ -96,6 +108,12 @@ class Simulator:
     @property
     def api_base(self) -> str:
         return self.app.api_base
+
+    @property
+    def ca_file(self) -> str | None:
+        """With `tls`, the PEM file of the CA that signed the host's certificate (for clients
+        to trust; removed when the simulator stops); else None."""
+        return self.app.ca_file
 
     @property
     def basic_auth(self) -> tuple[str, str]:
@@ -122,9 +140,10 @@ class Simulator:
                 f"user={self.config.username} password={self.config.password} "
                 f"bearer={self.config.server_token}"
             )
+        ca = f" ca_file={self.ca_file}" if self.ca_file else ""
         return (
             f"repo-analytics simulator: edition={self.config.edition} "
-            f"url={self.api_base} {scope} {creds} control={self.base_url}/_sim/"
+            f"url={self.api_base}{ca} {scope} {creds} control={self.base_url}/_sim/"
         )
 
     # control, in-process ---------------------------------------------------------------------

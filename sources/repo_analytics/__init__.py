@@ -81,6 +81,7 @@ def repo_analytics(
     edition: Optional[str] = None,
     base_url: Optional[str] = None,
     api_prefix: Optional[str] = None,
+    ca_bundle: Optional[str] = None,
     workspace: Optional[str] = None,
     projects: Optional[Union[list[str], str]] = None,
     levels: Optional[Union[list[str], str]] = None,
@@ -117,6 +118,7 @@ def repo_analytics(
         edition: `cloud` or `server`.
         base_url: the host, e.g. `https://analytics.example.com`.
         api_prefix: the API path prefix; the edition's default when empty.
+        ca_bundle: the PEM file of the CAs an HTTPS host is verified against.
         workspace: the cloud workspace slug.
         projects: self-hosted: `all` (discovered) or project keys.
         levels: levels to read (cloud: workspace, repository, user); all by default.
@@ -163,6 +165,7 @@ def repo_analytics(
                 "edition": edition,
                 "base_url": base_url,
                 "api_prefix": api_prefix,
+                "ca_bundle": ca_bundle,
                 "workspace": workspace,
                 "projects": projects,
                 "levels": levels,

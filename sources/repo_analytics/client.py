@@ -6,6 +6,7 @@ Every request of the extractor goes through `ApiClient.get`; nothing else import
 from __future__ import annotations
 
 import random
+import ssl
 import tempfile
 import threading
 import time
@@ -22,7 +23,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from urllib3.exceptions import NewConnectionError
 
 from .config import RetryConfiguration
-from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
+from .errors import (
+    CertificateError,
+    DowngradeError,
+    FatalApiError,
+    RetryBudgetExhausted,
+    SkippableApiError,
+)
 from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
@@ -135,6 +142,34 @@ class HostGate:
         return 0.0
 
 
+class NoDowngradeSession(requests.Session):
+    """requests' session, but a redirect from HTTPS to plain HTTP is refused before it is
+    sent (requests would follow it, dropping only the `Authorization` header)."""
+
+    def rebuild_auth(self, prepared_request: Any, response: requests.Response) -> None:
+        old, new = str(response.request.url or ""), str(prepared_request.url or "")
+        if urlsplit(old).scheme == "https" and urlsplit(new).scheme != "https":
+            raise DowngradeError(new, "a redirect")
+        super().rebuild_auth(prepared_request, response)
+
+
+def certificate_failure(error: BaseException) -> str | None:
+    """Why the host's certificate failed verification, when that is what `error` is (an
+    `SSLCertVerificationError` somewhere inside requests' and urllib3's wrappers)."""
+    seen: list[BaseException] = []
+    todo: list[Any] = [error]
+    while todo:
+        current = todo.pop()
+        if not isinstance(current, BaseException) or current in seen:
+            continue
+        seen.append(current)
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return str(current.verify_message or current.reason or "verification failed")
+        todo += [*current.args, getattr(current, "reason", None), current.__cause__]
+        todo.append(current.__context__)
+    return None
+
+
 class ApiClient:
     """GETs against one host's API prefix, with retries and classified errors.
 
@@ -148,6 +183,8 @@ class ApiClient:
         settings: timeouts and retry limits.
         report: where requests, retries and waits are counted.
         gate: the host's gate, shared with the other clients of the host (backfill windows).
+        ca_bundle: the PEM file of the CAs an HTTPS host is verified against; None: requests'
+            default (`REQUESTS_CA_BUNDLE` or `CURL_CA_BUNDLE` when set, else certifi's store).
     """
 
     def __init__(
@@ -160,8 +197,11 @@ class ApiClient:
         settings: RetryConfiguration,
         report: RunReport,
         gate: HostGate | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         self.api_base = api_base.rstrip("/")
+        # given per request: a session's own `verify` loses to REQUESTS_CA_BUNDLE
+        self.ca_bundle = ca_bundle
         self._headers = dict(headers)
         self._rules = error_rules
         self._error_message = error_message
@@ -176,7 +216,7 @@ class ApiClient:
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = requests.Session()
+            session = NoDowngradeSession()
             session.headers.update(self._headers)
             self._local.session = session
         return session
@@ -294,9 +334,17 @@ class ApiClient:
                     headers={"Accept": accept},
                     stream=stream,
                     timeout=(self.settings.connect_timeout, self.settings.read_timeout),
+                    verify=self.ca_bundle,
                 )
         except requests.Timeout:
             raise RetryableError(f"timeout from {sanitise(url)}") from None
+        except requests.exceptions.SSLError as error:
+            reason = certificate_failure(error)
+            if reason is not None:  # fatal at once: retrying cannot make the host trusted
+                raise CertificateError(url, reason) from None
+            raise RetryableError(
+                f"TLS error from {sanitise(url)}: {type(error).__name__}"
+            ) from None
         except requests.ConnectionError as error:
             if isinstance(
                 getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError
@@ -458,4 +506,5 @@ def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = Non
         plan.client,
         report,
         gate,
+        plan.ca_bundle,
     )

@@ -124,6 +124,13 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
         "a path starting with /",
         "/rest/latest (cloud), /rest/analytics-api/latest (server)",
     )
+    # HTTPS (issue 13)
+    ca_bundle: str | None = setting(
+        None,
+        "the CA certificates an HTTPS host is verified against (an internal CA)",
+        "the path of a PEM file",
+        "REQUESTS_CA_BUNDLE when set, else certifi's store",
+    )
     workspace: str | None = setting(
         None, "the workspace slug the token belongs to", "a slug", "required for cloud"
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+from urllib.parse import urlsplit, urlunsplit
+
 from dlt.common.exceptions import DltException
 
 
@@ -58,4 +61,51 @@ class UnsafeLinkError(FatalApiError):
             f"refused to follow pagination link `{link}`: it is outside the configured API "
             f"base `{expected_base}`, and credentials are never sent elsewhere; check the "
             "base_url setting or the proxy in front of the host",
+        )
+
+
+# HTTPS (issue 13) ------------------------------------------------------------------------------
+CA_BUNDLE_HINT = "set ca_bundle (SOURCES__REPO_ANALYTICS__CA_BUNDLE, --ca-bundle)"
+
+
+def bare_url(url: str) -> str:
+    """Scheme, host, port and path: no user info, no query (messages never carry secrets)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    with suppress(ValueError):  # a port that is not a number: left out
+        host = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class CertificateError(FatalApiError):
+    """An HTTPS host's certificate failed verification: fatal at once, never retried."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        parts = urlsplit(bare_url(url))
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if "mismatch" in reason.lower():
+            advice = (
+                f"the certificate of {origin} is not valid for that host name ({reason}): use "
+                "in base_url a host name the certificate names"
+            )
+        else:
+            advice = (
+                f"the certificate of {origin} is not trusted ({reason}; self-signed or an "
+                f"internal CA): {CA_BUNDLE_HINT} to the PEM file of the CA that signed it"
+            )
+        super().__init__("certificate", f"{advice}; nothing of this run was written", url=origin)
+
+
+class DowngradeError(FatalApiError):
+    """An HTTPS host sent the run to a plain-HTTP URL (a redirect, a next link): refused, so
+    that the credentials never travel unencrypted."""
+
+    def __init__(self, url: str, how: str) -> None:
+        super().__init__(
+            "downgrade",
+            f"refused to follow {how} to plain HTTP `{bare_url(url)}`: base_url is HTTPS and "
+            "credentials are never sent over plain HTTP; check base_url and the proxy or host "
+            "settings that rewrite the scheme (nothing of this run was written)",
+            url=bare_url(url),
         )

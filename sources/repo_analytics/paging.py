@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from .errors import FatalApiError, UnsafeLinkError
+from .errors import DowngradeError, FatalApiError, UnsafeLinkError
 
 if TYPE_CHECKING:
     from .client import ApiClient
@@ -106,6 +106,8 @@ class NextLinkPaginator:
         self.has_next = bool(link)
         if not link:
             return
+        if self._base.scheme == "https" and urlsplit(link).scheme.lower() == "http":
+            raise DowngradeError(link, "a next link")
         if not self._is_safe(link):
             raise UnsafeLinkError(link.split("?", 1)[0], self.api_base)
         if link in self._seen:

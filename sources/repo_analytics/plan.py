@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,7 @@ class RunPlan:
     merge_strategy: str
     client: RetryConfiguration
     credentials: Mapping[str, Any] = field(repr=False)
+    ca_bundle: str | None = None  # the CAs' PEM file for HTTPS; None: requests' default
 
     @property
     def api_base(self) -> str:
@@ -324,7 +326,38 @@ def build_plan(
         ),
         client=client,
         credentials=check_credentials(edition, values),
+        ca_bundle=check_ca_bundle(values.get("ca_bundle"), parts.scheme),
     )
+
+
+# HTTPS (issue 13) ------------------------------------------------------------------------------
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")  # requests reads these
+
+
+def check_ca_bundle(value: Any, scheme: str) -> str | None:
+    """`ca_bundle` as a path to a PEM file of certificates that loads; without it, for an
+    HTTPS host, the file requests would take from its variables, checked the same way."""
+    if value not in (None, ""):
+        return pem_file("ca_bundle", str(value))
+    if scheme == "https":
+        for name in CA_BUNDLE_VARIABLES:
+            if os.environ.get(name):
+                if not os.path.isdir(os.environ[name]):  # requests takes a folder of CAs too
+                    pem_file(name, os.environ[name])
+                break
+    return None
+
+
+def pem_file(key: str, path: str) -> str:
+    """The path, when it names a readable file of PEM certificates; else a `ConfigError`."""
+    expected = "the path of a readable PEM file of CA certificates (set ca_bundle to one)"
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ConfigError(key, path, expected)
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError):
+        raise ConfigError(key, path, expected + "; this one holds no certificate") from None
+    return path
 
 
 def check_credentials(edition: EditionSpec, values: Mapping[str, Any]) -> dict[str, Any]:
