@@ -172,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="build the simulated history from these git repositories",
     )
+    demo.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve the simulator over HTTPS with a CA made for the run, given as ca_bundle",
+    )
     return parser
 
 
@@ -413,6 +418,8 @@ def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
         flags += ["--api-prefix", info["api_prefix"]]
     if spec.needs_workspace:
         flags += ["--workspace", info["workspace"]]
+    if info.get("ca_file"):  # `sim --tls`: the run's CA
+        flags += ["--ca-bundle", info["ca_file"]]
     clock = datetime.fromtimestamp(info["now"], UTC).isoformat()
     secrets = " ".join(f"{prefix}{key}={shlex.quote(value)}" for key, value in env.items())
     return f"{secrets} {shlex.join(['repo-analytics', 'load', *flags, '--end-date', clock])}"

@@ -36,7 +36,12 @@ def run_demo(args: argparse.Namespace) -> int:
             shutil.rmtree(leftover)
         elif leftover.exists():
             leftover.unlink()
-    config = SimConfig(edition=args.edition, size=args.size, from_git=tuple(args.from_git))
+    config = SimConfig(
+        edition=args.edition,
+        size=args.size,
+        from_git=tuple(args.from_git),
+        tls=getattr(args, "tls", False),
+    )
     with Simulator(config) as sim:
         info = sim.info()
         print(f"simulator: {sim.banner()}", flush=True)
@@ -108,6 +113,8 @@ def demo_source_args(sim: Simulator, info: dict[str, Any]) -> dict[str, Any]:
     if spec.needs_workspace:
         args["workspace"] = info["workspace"]
     args.update({name: getattr(sim.config, name) for name in spec.demo_credentials})
+    if sim.ca_file:  # `demo --tls`: HTTPS, verified against the run's CA
+        args["ca_bundle"] = sim.ca_file
     return args
 
 
