@@ -84,6 +84,7 @@ class CertificateError(FatalApiError):
     def __init__(self, url: str, reason: str) -> None:
         parts = urlsplit(bare_url(url))
         origin = f"{parts.scheme}://{parts.netloc}"
+        reason = reason.strip().rstrip(".")
         if "mismatch" in reason.lower():
             advice = (
                 f"the certificate of {origin} is not valid for that host name ({reason}): use "

@@ -367,6 +367,8 @@ CASES: dict[str, Case] = {
         settings=FAIL_FAST,
         sim={"faults": "slow=1,slow_seconds=1,match=list.repository"},
     ),
+    # an HTTPS host whose CA only this file holds: the run fails without it (test_tls.py)
+    "ca_bundle": Case(lambda sim: str(sim.ca_file), ok, sim={"tls": True}),
     "token": Case(lambda sim: sim.config.token, authenticated("token")),
     "username": Case(lambda sim: sim.config.username, authenticated("basic"), edition="server"),
     "password": Case(lambda sim: sim.config.password, authenticated("basic"), edition="server"),

@@ -299,6 +299,56 @@ def test_untrusted_certificate_writes_nothing_on_a_first_run(
     assert data_tables(Loader(sim, tmp_path)) == set()
 
 
+class Relay:
+    """Connections to 127.0.0.3 (another loopback address) relayed to `target`'s port: the
+    same host under a name its certificate does not hold."""
+
+    def __init__(self, target: str) -> None:
+        self.target = ("127.0.0.1", int(target.rsplit(":", 1)[1]))
+        self.server = socket.create_server(("127.0.0.3", 0))
+        self.url = f"https://127.0.0.3:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.server.accept()
+                upstream = socket.create_connection(self.target)
+                for a, b in ((conn, upstream), (upstream, conn)):
+                    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+
+def test_a_certificate_for_another_name_says_so(
+    make_sim: MakeSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The CA is trusted, but base_url names the host by an address its certificate does
+    not hold: exit 1, one line saying so."""
+    sim = make_sim(edition="cloud", tls=True)
+    relay = Relay(sim.base_url)
+    try:
+        code, _, err = load(
+            sim,
+            tmp_path,
+            monkeypatch,
+            capsys,
+            "--ca-bundle",
+            str(sim.ca_file),
+            env={"SOURCES__REPO_ANALYTICS__BASE_URL": relay.url},
+        )
+    finally:
+        relay.server.close()
+
+    assert code == 1
+    assert one_line(err) == (
+        f"repo-analytics: failed: the certificate of {relay.url} is not valid for that host "
+        "name (IP address mismatch, certificate is not valid for '127.0.0.3'): use in base_url "
+        "a host name the certificate names; nothing of this run was written"
+    )
+
+
 # REQUESTS_CA_BUNDLE ----------------------------------------------------------------------------
 def test_requests_ca_bundle_is_used_without_ca_bundle(
     make_sim: MakeSim,
