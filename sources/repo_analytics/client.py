@@ -153,9 +153,8 @@ class NoDowngradeSession(requests.Session):
         super().rebuild_auth(prepared_request, response)
 
 
-def certificate_failure(error: BaseException) -> str | None:
-    """Why the host's certificate failed verification, when that is what `error` is (an
-    `SSLCertVerificationError` somewhere inside requests' and urllib3's wrappers)."""
+def ssl_failure(error: BaseException) -> ssl.SSLError | None:
+    """The `ssl.SSLError` inside requests' and urllib3's wrappers of `error`, if any."""
     seen: list[BaseException] = []
     todo: list[Any] = [error]
     while todo:
@@ -163,11 +162,27 @@ def certificate_failure(error: BaseException) -> str | None:
         if not isinstance(current, BaseException) or current in seen:
             continue
         seen.append(current)
-        if isinstance(current, ssl.SSLCertVerificationError):
-            return str(current.verify_message or current.reason or "verification failed")
+        if isinstance(current, ssl.SSLError):
+            return current
         todo += [*current.args, getattr(current, "reason", None), current.__cause__]
         todo.append(current.__context__)
     return None
+
+
+def tls_error(error: requests.exceptions.SSLError, url: str) -> Exception:
+    """A failed TLS handshake: fatal when retrying cannot help (a certificate that fails
+    verification, a port that does not speak TLS), else retried like a reset connection."""
+    found = ssl_failure(error)
+    if isinstance(found, ssl.SSLCertVerificationError):
+        return CertificateError(url, str(found.verify_message or found.reason or "failed"))
+    if found is not None and found.reason == "WRONG_VERSION_NUMBER":
+        return FatalApiError(
+            "not_tls",
+            f"{sanitise(url)} does not answer TLS (most likely it speaks plain HTTP): check the "
+            "scheme of base_url; nothing of this run was written",
+        )
+    reason = found.reason if found is not None and found.reason else type(error).__name__
+    return RetryableError(f"TLS error from {sanitise(url)}: {reason}")
 
 
 class ApiClient:
@@ -339,12 +354,7 @@ class ApiClient:
         except requests.Timeout:
             raise RetryableError(f"timeout from {sanitise(url)}") from None
         except requests.exceptions.SSLError as error:
-            reason = certificate_failure(error)
-            if reason is not None:  # fatal at once: retrying cannot make the host trusted
-                raise CertificateError(url, reason) from None
-            raise RetryableError(
-                f"TLS error from {sanitise(url)}: {type(error).__name__}"
-            ) from None
+            raise tls_error(error, url) from None
         except requests.ConnectionError as error:
             if isinstance(
                 getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError

@@ -349,6 +349,28 @@ def test_a_certificate_for_another_name_says_so(
     )
 
 
+def test_https_to_a_plain_http_port_stops_at_once(
+    make_sim: MakeSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """base_url says https, the port speaks plain HTTP: exit 1 at the first request (no
+    retries), one line pointing at the scheme."""
+    sim = make_sim(edition="cloud")
+    https = sim.base_url.replace("http://", "https://")
+
+    code, out, err = load(
+        sim, tmp_path, monkeypatch, capsys, env={"SOURCES__REPO_ANALYTICS__BASE_URL": https}
+    )
+
+    assert code == 1
+    line = one_line(err)
+    assert line.startswith(f"repo-analytics: failed: {https}/rest/latest/")
+    assert "does not answer TLS" in line and "check the scheme of base_url" in line
+    assert "retry" not in out + err
+
+
 # REQUESTS_CA_BUNDLE ----------------------------------------------------------------------------
 def test_requests_ca_bundle_is_used_without_ca_bundle(
     make_sim: MakeSim,
