@@ -99,7 +99,7 @@ class CertificateError(FatalApiError):
 
 
 class DowngradeError(FatalApiError):
-    """An HTTPS host sent the run to a plain-HTTP URL (a redirect, a next link): refused, so
+    """An HTTPS host redirected the run to a plain-HTTP URL: refused (before it is sent), so
     that the credentials never travel unencrypted."""
 
     def __init__(self, url: str, how: str) -> None:
@@ -109,4 +109,18 @@ class DowngradeError(FatalApiError):
             "credentials are never sent over plain HTTP; check base_url and the proxy or host "
             "settings that rewrite the scheme (nothing of this run was written)",
             url=bare_url(url),
+        )
+
+
+class DowngradeLinkError(UnsafeLinkError):
+    """A `next` link from an HTTPS host to plain HTTP: an unsafe link, said as a downgrade."""
+
+    def __init__(self, link: str, expected_base: str) -> None:
+        FatalApiError.__init__(
+            self,
+            "unsafe_link",
+            f"refused to follow a next link to plain HTTP `{bare_url(link)}`: the configured API "
+            f"base `{expected_base}` is HTTPS and credentials are never sent over plain HTTP; "
+            "check base_url and the proxy or host settings that rewrite the scheme (nothing of "
+            "this run was written)",
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from .errors import DowngradeError, FatalApiError, UnsafeLinkError
+from .errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
 
 if TYPE_CHECKING:
     from .client import ApiClient
@@ -107,7 +107,7 @@ class NextLinkPaginator:
         if not link:
             return
         if self._base.scheme == "https" and urlsplit(link).scheme.lower() == "http":
-            raise DowngradeError(link, "a next link")
+            raise DowngradeLinkError(link, self.api_base)
         if not self._is_safe(link):
             raise UnsafeLinkError(link.split("?", 1)[0], self.api_base)
         if link in self._seen:
