@@ -59,3 +59,17 @@ class UnsafeLinkError(FatalApiError):
             f"base `{expected_base}`, and credentials are never sent elsewhere; check the "
             "base_url setting or the proxy in front of the host",
         )
+
+
+class DuckDBFileHeld(RepoAnalyticsError):
+    """Another process held the DuckDB file longer than the run waits for it (exit 6)."""
+
+    def __init__(
+        self, path: str, pid: int, name: str, seconds: float, leaves: str, key: str
+    ) -> None:
+        self.path, self.pid, self.name, self.seconds = path, pid, name, seconds
+        super().__init__(
+            f"the DuckDB file {path} is held by process {pid} ({name}) for more than "
+            f'{seconds:g} s; {leaves} — close that connection (BI tools: see "Reading the '
+            f'DuckDB file while loads run" in the README) or raise {key}'
+        )
