@@ -346,7 +346,11 @@ def check_file_settings(args: argparse.Namespace, values: Any) -> None:
 
     lock_wait(values)
     if values.get(PUBLISH_KEY) and args.destination != "duckdb":
-        raise ConfigError(PUBLISH_KEY, values[PUBLISH_KEY], "unset: it copies a DuckDB file")
+        raise ConfigError(
+            PUBLISH_KEY,
+            values[PUBLISH_KEY],
+            f"no value with --destination {args.destination}: it copies the DuckDB file",
+        )
     publish_target(values.get(PUBLISH_KEY), args.duckdb)
 
 

@@ -16,6 +16,7 @@ it, the next one opens the new. Readers of the copy never hold the loaded file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -25,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import dlt
 import duckdb
 from dlt.common import logger
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
-from sources.repo_analytics.config import default_of
-from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld
+from sources.repo_analytics.config import SECTION, default_of
+from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld, PublishFailed
 from sources.repo_analytics.plan import number
 
 T = TypeVar("T")
@@ -52,6 +54,8 @@ EXTRACTED_KEPT: Final = "the extracted data is kept and lands on the next run"
 VIEWS_LATER: Final = "the data is loaded; the next run makes the views again"
 NOT_PUBLISHED: Final = "the data is loaded; the published copy stays the previous one"
 NOT_RECONCILED: Final = "the data is loaded, not reconciled"
+NOTHING_CHANGED: Final = "nothing was changed"
+RESET_KEPT: Final = "the reset is kept and lands on the next run"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,12 @@ def lock_wait(values: Mapping[str, Any]) -> float:
     """`duckdb_lock_wait_seconds` of resolved settings (the default when unset), checked."""
     value = values.get(WAIT_KEY)
     return float(number(WAIT_KEY, default_of(WAIT_KEY) if value is None else value))
+
+
+def configured_lock_wait() -> float:
+    """The wait as configured (its variable or `.dlt/config.toml`): for `state` and `reset`,
+    which take no setting flags."""
+    return lock_wait({WAIT_KEY: dlt.config.get(".".join((*SECTION, WAIT_KEY)))})
 
 
 def without_file_keys(source_args: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,8 +192,11 @@ def publish(db_file: str | Path, target: Path, seconds: float) -> Published:
         waiting(lambda: copy_held(source, partial), seconds, NOT_PUBLISHED)
         os.replace(partial, target)
         sync_folder(target.parent)
+    except OSError as error:
+        raise PublishFailed(str(target), error, NOT_PUBLISHED) from None
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
     return Published(str(target), target.stat().st_size, time.monotonic() - began)
 
 

@@ -73,3 +73,14 @@ class DuckDBFileHeld(RepoAnalyticsError):
             f'{seconds:g} s; {leaves} — close that connection (BI tools: see "Reading the '
             f'DuckDB file while loads run" in the README) or raise {key}'
         )
+
+
+class PublishFailed(RepoAnalyticsError):
+    """The copy of the DuckDB file for readers (`publish_duckdb_to`) could not be written."""
+
+    def __init__(self, path: str, error: OSError, leaves: str) -> None:
+        self.path = path
+        super().__init__(
+            f"could not publish the DuckDB file to {path}: {error.strerror or error}; "
+            f"{leaves} — check that its folder can be written and has room"
+        )

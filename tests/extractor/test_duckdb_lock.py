@@ -197,7 +197,7 @@ def test_past_the_wait_exit_6_then_the_next_run_lands_both(
     sim = make_sim(edition="server", faults=SLOW_LISTS)
     assert load(sim, tmp_path, FIRST_END).returncode == 0
     db_file = tmp_path / "data.duckdb"
-    before = snapshot(db_file)
+    before = snapshot(db_file), counts(db_file)
     reader = holders.hold(db_file, control(sim))
 
     held = load(sim, tmp_path, HELD_END, "--duckdb-lock-wait-seconds", "1")
@@ -211,7 +211,8 @@ def test_past_the_wait_exit_6_then_the_next_run_lands_both(
     assert last.endswith("or raise duckdb_lock_wait_seconds")
     assert "Traceback" not in held.stderr
     Holders.release(reader)
-    assert snapshot(db_file) == before, "nothing of the stopped run was written"
+    # nothing of the stopped run in the file: neither data nor loads nor saved state
+    assert (snapshot(db_file), counts(db_file)) == before
 
     sim.clear_faults()
     rerun = load(sim, tmp_path, LAST_END)
@@ -267,3 +268,32 @@ def test_a_reader_of_the_published_copy_never_blocks_a_load(
     assert sorted(p.name for p in published.parent.iterdir()) == ["published.duckdb"]
     assert reader.poll() is None  # still reading its copy, which the swap left as it was
     Holders.release(reader)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (("--duckdb-lock-wait-seconds", "-1"), "`duckdb_lock_wait_seconds` has invalid value `-1`"),
+        (
+            ("--duckdb-lock-wait-seconds", "86401"),
+            "`duckdb_lock_wait_seconds` has invalid value `86401`",
+        ),
+        (("--publish-duckdb-to", "data.duckdb"), "`publish_duckdb_to` has invalid value"),
+        (("--publish-duckdb-to", "."), "`publish_duckdb_to` has invalid value `.`"),
+    ],
+)
+def test_bad_values_exit_2_before_any_request(
+    flags: tuple[str, str], named: str, make_sim: Callable[..., Simulator], tmp_path: Path
+) -> None:
+    """A wait out of range, or a published path that is a folder or the loaded file itself:
+    exit 2, one line naming the value, no request, nothing written."""
+    sim = make_sim(edition="server")
+    flags = (flags[0], str(tmp_path / flags[1])) if flags[1] == "data.duckdb" else flags
+
+    done = load(sim, tmp_path, FIRST_END, *flags)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("repo-analytics: config error:") and named in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sim.requests()["total"] == 0
+    assert not (tmp_path / "data.duckdb").exists()
