@@ -144,9 +144,16 @@ def load_releasing(
 ) -> tuple[int, str, str]:
     """`load` up to HELD_END that lets `reader` go as soon as the run says it waits for the
     file: (exit code, stdout, stderr)."""
-    command = ("--progress", "off", "load", "--start-date", START.date().isoformat())
+    command = ("load", "--start-date", START.date().isoformat(), "--end-date")
+    return releasing(sim, folder, reader, *command, HELD_END.isoformat(), *NARROW, *extra)
+
+
+def releasing(
+    sim: Simulator, folder: Path, reader: subprocess.Popen[str], *command: str
+) -> tuple[int, str, str]:
+    """A command that lets `reader` go as soon as it says it waits for the file."""
     process = subprocess.Popen(
-        cli_args(folder, *command, "--end-date", HELD_END.isoformat(), *NARROW, *extra),
+        cli_args(folder, "--progress", "off", *command),
         env=cli_env(sim),
         cwd=folder,
         stdout=subprocess.PIPE,
@@ -297,3 +304,33 @@ def test_bad_values_exit_2_before_any_request(
     assert len(done.stderr.strip().splitlines()) == 1
     assert sim.requests()["total"] == 0
     assert not (tmp_path / "data.duckdb").exists()
+
+
+def test_a_backfill_waits_and_publishes(
+    make_sim: Callable[..., Simulator], holders: Holders, tmp_path: Path
+) -> None:
+    """A backfill into a file a reader holds waits for it (here until the reader lets go),
+    loads every window, and publishes a copy equal to the loaded file."""
+    sim = make_sim(edition="server")
+    assert load(sim, tmp_path, START.replace(day=12)).returncode == 0  # the file exists
+    db_file, published = tmp_path / "data.duckdb", tmp_path / "bi" / "copy.duckdb"
+    reader = holders.hold(db_file)
+    command = ("backfill", "--since", START.date().isoformat(), "--until", LAST_END.isoformat())
+
+    code, out, err = releasing(
+        sim,
+        tmp_path,
+        reader,
+        *command,
+        "--window-days",
+        "7",
+        *NARROW,
+        "--publish-duckdb-to",
+        str(published),
+    )
+
+    assert code == 0, out + err
+    assert err.count(f"is held by process {reader.pid} (python") == 1, err
+    assert "backfill done: 3 windows, 0 already finished before" in out
+    assert counts(published) == counts(db_file)
+    assert_tables_equal_truth(published, sim, "server", (START, LAST_END), (START, LAST_END))
