@@ -20,6 +20,7 @@ from typing import Any
 
 import dlt
 
+from pipelines.duckdb_file import VIEWS_LATER, lock_wait, waiting
 from pipelines.load import (
     LoadResult,
     import_once,
@@ -169,8 +170,9 @@ def run_backfill(
     shown = progress or Progress()
     total = sum(len(windows_of) for _, _, windows_of in passes)
     shown.planned(total)  # before finding the finished ones, which can take seconds
-    settle_pending(pipeline)  # a crashed run's packages land (with their window records)
-    restore_state(pipeline)  # a lost working folder: the destination's state
+    wait = lock_wait(settings)  # for a DuckDB file another process holds
+    settle_pending(pipeline, wait)  # a crashed run's packages land (with their window records)
+    restore_state(pipeline, wait)  # a lost working folder: the destination's state
     import_once(pipeline)
     wanted = signature(source_args)
     done = finished_windows(pipeline)
@@ -210,7 +212,7 @@ def run_backfill(
     if not until and not result.partial:
         seed_nightly_cursors(pipeline, result, planned[-1][1], clock, source_args)
     if pipeline.destination.destination_name == "duckdb":
-        create_views(pipeline)
+        waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
     return result
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
+EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wait_seconds
 
 # settings a backfill takes from its own flags (--since, --until) instead
 BACKFILL_OWN = ("start_date", "end_date")
@@ -245,9 +246,15 @@ def load_command(args: argparse.Namespace) -> int:
         result = run_load(make_cli_pipeline(args), report=report, **overrides)
     print_summary(result)
     print_pipeline(result.pipeline)
+    published = publish_copy(args)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
     write_report(
-        args, {"load": report.as_dict(), "reconciliation": check.as_dict() if check else None}
+        args,
+        {
+            "load": report.as_dict(),
+            "reconciliation": check.as_dict() if check else None,
+            "published": published,
+        },
     )
     return exit_code(report.partial, check)
 
@@ -333,6 +340,40 @@ def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
 
     cli_destination(args)
     check_dataset_name(args.dataset)
+    check_file_settings(args, values)
+
+
+def check_file_settings(args: argparse.Namespace, values: Any) -> None:
+    """The DuckDB file's own settings: the lock wait, and the published copy's path (only
+    for the DuckDB destination)."""
+    from pipelines.duckdb_file import PUBLISH_KEY, lock_wait, publish_target
+    from sources.repo_analytics import ConfigError
+
+    lock_wait(values)
+    if values.get(PUBLISH_KEY) and args.destination != "duckdb":
+        raise ConfigError(
+            PUBLISH_KEY,
+            values[PUBLISH_KEY],
+            f"no value with --destination {args.destination}: it copies the DuckDB file",
+        )
+    publish_target(values.get(PUBLISH_KEY), args.duckdb)
+
+
+def publish_copy(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The DuckDB file copied onto `publish_duckdb_to` for readers, when set; what was
+    published (None: not asked)."""
+    from pipelines.duckdb_file import PUBLISH_KEY, lock_wait, publish, publish_target
+
+    values = resolved_source_args(args)
+    target = publish_target(values.get(PUBLISH_KEY), args.duckdb)
+    if target is None:
+        return None
+    published = publish(args.duckdb, target, lock_wait(values))
+    print(
+        f"published a copy for readers: {published.path} ({published.bytes:,} bytes, "
+        f"{published.seconds:.2f} s)"
+    )
+    return published.as_dict()
 
 
 def fail(code: int, message: str) -> int:
@@ -464,6 +505,7 @@ def backfill_command(args: argparse.Namespace) -> int:
         f"{sum(w.resumed for w in result.windows)} already finished before{exports}"
     )
     print_pipeline(pipeline)
+    published = publish_copy(args)
     loaded = [w.result for w in result.windows if w.result]
     check = reconciled(
         args,
@@ -478,6 +520,7 @@ def backfill_command(args: argparse.Namespace) -> int:
             "backfill_exports": window_reports(result.exports),
             "backfill_totals": result.totals(),
             "reconciliation": check.as_dict() if check else None,
+            "published": published,
         },
     )
     return exit_code(result.partial, check)
@@ -619,6 +662,7 @@ def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
 def guarded(command: Any) -> int:
     """Run a command; every failure becomes one line on stderr and an exit code."""
     from sources.repo_analytics import ConfigError, RepoAnalyticsError, RetryBudgetExhausted
+    from sources.repo_analytics.errors import DuckDBFileHeld
 
     try:
         return int(command())
@@ -628,6 +672,8 @@ def guarded(command: Any) -> int:
             return fail(EXIT_CONFIG, config_message(cause))
         if isinstance(cause, RetryBudgetExhausted):
             return fail(EXIT_STOPPED, f"stopped: {cause}")
+        if isinstance(cause, DuckDBFileHeld):
+            return fail(EXIT_HELD, f"stopped: {cause}")
         if isinstance(cause, RepoAnalyticsError):
             return fail(EXIT_FATAL, f"failed: {cause}")
         return fail(EXIT_FATAL, f"failed: {type(cause).__name__}: {cause}")

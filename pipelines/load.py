@@ -15,6 +15,16 @@ from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
 
+from pipelines.duckdb_file import (
+    EXTRACTED_KEPT,
+    NOTHING_EXTRACTED,
+    PENDING_KEPT,
+    VIEWS_LATER,
+    WAIT_KEY,
+    lock_wait,
+    waiting,
+    without_file_keys,
+)
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
 from sources.repo_analytics import (
@@ -23,6 +33,7 @@ from sources.repo_analytics import (
     RunReport,
     repo_analytics,
 )
+from sources.repo_analytics.errors import DuckDBFileHeld
 from sources.repo_analytics.plan import resolve_settings
 
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
@@ -103,27 +114,29 @@ def run_load(
     (its later windows follow its own loads).
     """
     report = report if report is not None else RunReport()
+    wait = lock_wait(run_settings(source_args))  # every opening of a DuckDB file waits
+    source_args = without_file_keys(source_args)
     stamp_load_ids()
     wake_on_finished_jobs()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
     try:
-        settle_pending(pipeline)
+        settle_pending(pipeline, wait)
         if restore:
-            restore_state(pipeline)
+            restore_state(pipeline, wait)
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
         pipeline.activate()  # the source function reads the active pipeline's state
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
-        info = pipeline.load()
+        info = waiting(pipeline.load, wait, EXTRACTED_KEPT)  # dlt keeps the package
         report.load_ids = list(info.loads_ids)
         if pipeline.destination.destination_name == "filesystem":
             prune_stale_children(pipeline, str(run_settings(source_args).edition))
         if views and pipeline.destination.destination_name == "duckdb":
-            create_views(pipeline)
+            waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     finally:
         report.finish()  # the run's duration ends here, not when its report is written
     return LoadResult(info, report, pipeline)
@@ -181,18 +194,19 @@ def wake_on_finished_jobs() -> None:
         Load.start_new_jobs = starting  # type: ignore[method-assign]
 
 
-def settle_pending(pipeline: dlt.Pipeline) -> None:
+def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     """Finish the packages a crashed run left behind, rather than drop them: a package exists
     only after a whole extract, and holds its data with the state that goes with it (cursors,
     finished windows). Loading it makes both true together; dropping it after part of it was
-    loaded could leave state in the destination that claims data that is not there."""
+    loaded could leave state in the destination that claims data that is not there. `wait`:
+    the longest wait for a DuckDB file another process holds (None: the setting's default)."""
     stamp_load_ids()
     wake_on_finished_jobs()
     drop_committed_extracts(pipeline)
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
-        pipeline.load()
+        waiting(pipeline.load, lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
 
 
 def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
@@ -212,11 +226,14 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
             extracted.delete_package(load_id)
 
 
-def restore_state(pipeline: dlt.Pipeline) -> None:
+def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     """State from the destination when it is newer than the working folder's (a lost or
-    stale folder), as `pipeline.run` would; nothing to restore before the first load."""
+    stale folder), as `pipeline.run` would; nothing to restore before the first load. A
+    DuckDB file another process holds is waited for (`wait`, as in `settle_pending`)."""
     try:
-        pipeline.sync_destination()
+        waiting(pipeline.sync_destination, lock_wait({WAIT_KEY: wait}), NOTHING_EXTRACTED)
+    except DuckDBFileHeld:
+        raise
     except Exception:  # noqa: BLE001 - the dataset does not exist yet
         pass
 

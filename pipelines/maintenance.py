@@ -10,11 +10,12 @@ import dlt
 from dlt.pipeline.helpers import pipeline_drop
 
 from pipelines.backfill import finished_windows
+from pipelines.duckdb_file import NOTHING_CHANGED, RESET_KEPT, configured_lock_wait, waiting
 from sources.repo_analytics import WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.errors import ConfigError
+from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.scopes import (
     CURSOR_COLUMN_STATE_KEY,
@@ -25,8 +26,10 @@ from sources.repo_analytics.scopes import (
 
 
 def resource_states(pipeline: dlt.Pipeline) -> dict[str, Any]:
-    try:
-        pipeline.sync_destination()
+    try:  # a DuckDB file another process holds is waited for, as a run does
+        waiting(pipeline.sync_destination, configured_lock_wait(), NOTHING_CHANGED)
+    except DuckDBFileHeld:
+        raise
     except Exception:  # noqa: BLE001 - nothing loaded yet: only local state
         pass
     sources = pipeline.state.get("sources", {})
@@ -102,7 +105,7 @@ def forget_scopes(pipeline: dlt.Pipeline, names: list[str]) -> None:
             resource, _, key = name.partition(":")
             resources[resource][SCOPES_STATE_KEY].pop(key, None)
     pipeline.normalize()
-    pipeline.load()
+    waiting(pipeline.load, configured_lock_wait(), RESET_KEPT)
 
 
 def check(source_args: dict[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ from typing import Any, Final
 import dlt
 import duckdb
 
+from pipelines.duckdb_file import NOT_RECONCILED, lock_wait, waiting
 from pipelines.lake import LOAD_ID, delta_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
@@ -255,11 +256,13 @@ def reconcile_pipeline(
                 else f"not run: the {edition} edition has nothing to reconcile"
             ],
         )
-    if name == "duckdb":
-        with pipeline.sql_client() as client:
-            return reconcile_with(
-                client.native_connection, pipeline.dataset_name, windows, source_args, run_loads
-            )
+    if name == "duckdb":  # read-only: other processes' read-only connections do not block it
+        db_file = str(pipeline.sql_client().credentials.database)
+        return waiting(
+            lambda: reconcile(db_file, pipeline.dataset_name, windows, source_args, run_loads),
+            lock_wait(source_args),
+            NOT_RECONCILED,
+        )
     if name == "filesystem":
         with duckdb.connect() as con:
             con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')

@@ -217,6 +217,24 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
     password: TSecretStrValue | None = setting(
         None, "secret: self-hosted: the password, with `username`", "text"
     )
+    # the DuckDB file while other processes read it (pipelines/duckdb_file.py)
+    duckdb_lock_wait_seconds: float = setting(
+        120.0,
+        "how long each opening of the DuckDB file waits while another process holds it; "
+        "past it the run stops (exit 6) and keeps what it extracted",
+        "seconds, 0 (stop at once) to 86400",
+        "120",
+        low=0,
+        high=86400,
+        whole=False,
+    )
+    publish_duckdb_to: str | None = setting(
+        None,
+        "after each load or backfill, a copy of the DuckDB file for readers (BI tools), "
+        "swapped in atomically",
+        "a file path in a writable folder",
+        "none",
+    )
 
 
 @configspec

@@ -124,3 +124,28 @@ class DowngradeLinkError(UnsafeLinkError):
             "check base_url and the proxy or host settings that rewrite the scheme (nothing of "
             "this run was written)",
         )
+
+
+class DuckDBFileHeld(RepoAnalyticsError):
+    """Another process held the DuckDB file longer than the run waits for it (exit 6)."""
+
+    def __init__(
+        self, path: str, pid: int, name: str, seconds: float, leaves: str, key: str
+    ) -> None:
+        self.path, self.pid, self.name, self.seconds = path, pid, name, seconds
+        super().__init__(
+            f"the DuckDB file {path} is held by process {pid} ({name}) for more than "
+            f'{seconds:g} s; {leaves} — close that connection (BI tools: see "Reading the '
+            f'DuckDB file while loads run" in the README) or raise {key}'
+        )
+
+
+class PublishFailed(RepoAnalyticsError):
+    """The copy of the DuckDB file for readers (`publish_duckdb_to`) could not be written."""
+
+    def __init__(self, path: str, error: OSError, leaves: str) -> None:
+        self.path = path
+        super().__init__(
+            f"could not publish the DuckDB file to {path}: {error.strerror or error}; "
+            f"{leaves} — check that its folder can be written and has room"
+        )

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipelines.cli import build_parser, main
@@ -276,6 +277,61 @@ def authenticated(scheme: str) -> Callable[[Run], None]:
 
 FAIL_FAST = {"retry.max_attempts": "1", "retry.backoff_base": "0.01"}
 
+
+# the DuckDB file's keys (issue 13): a process holds data.duckdb for the lock wait's case;
+# the published copy's case runs in tmp_path, where its relative path lands
+def stops_held_after(seconds: int) -> Callable[[Run], None]:
+    """Stopped by the held file before any request (exit 6), saying how long it waited."""
+
+    def check(run: Run) -> None:
+        assert run.code == 6, run.err
+        assert "repo-analytics: stopped: the DuckDB file " in run.err
+        assert f"for more than {seconds} s;" in run.err
+        assert not run.log
+
+    return check
+
+
+def published_at(relative: str) -> Callable[[Run], None]:
+    """The run report names the copy, which holds the loaded rows."""
+
+    def check(run: Run) -> None:
+        ok(run)
+        assert run.report is not None and run.report["published"] is not None
+        copy = Path(run.report["published"]["path"])
+        assert copy.as_posix().endswith("/" + relative) and copy.stat().st_size > 0
+        with duckdb.connect(str(copy), read_only=True) as con:
+            (rows,) = con.execute("SELECT count(*) FROM repo_analytics.cloud_commits").fetchone()  # type: ignore[misc]
+        assert rows > 0
+
+    return check
+
+
+def hold_file(path: Path) -> subprocess.Popen[str]:
+    """A process holding `path` open (made when missing) until its stdin closes."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+            "sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def let_go(holder: subprocess.Popen[str] | None) -> None:
+    if holder is not None:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
 CASES: dict[str, Case] = {
     "edition": Case(lambda sim: "server", all_paths_start(SERVER_PREFIX), edition="server"),
     "base_url": Case(lambda sim: sim.base_url, ok),
@@ -369,6 +425,8 @@ CASES: dict[str, Case] = {
     ),
     # an HTTPS host whose CA only this file holds: the run fails without it (test_tls.py)
     "ca_bundle": Case(lambda sim: str(sim.ca_file), ok, sim={"tls": True}),
+    "duckdb_lock_wait_seconds": Case(lambda sim: "1", stops_held_after(1)),
+    "publish_duckdb_to": Case(lambda sim: "bi/copy.duckdb", published_at("bi/copy.duckdb")),
     "token": Case(lambda sim: sim.config.token, authenticated("token")),
     "username": Case(lambda sim: sim.config.username, authenticated("basic"), edition="server"),
     "password": Case(lambda sim: sim.config.password, authenticated("basic"), edition="server"),
@@ -530,6 +588,9 @@ def test_key_changes_the_run(
     slow = SlowToAccept(sim.base_url) if key == "retry.connect_timeout" else None
     if slow is not None:
         settings["base_url"] = slow.url
+    holder = hold_file(tmp_path / "data.duckdb") if key == "duckdb_lock_wait_seconds" else None
+    if key == "publish_duckdb_to":
+        monkeypatch.chdir(tmp_path)
     settings.pop(key, None)
     value = case.value(sim)
     if form == "env":
@@ -550,6 +611,7 @@ def test_key_changes_the_run(
     finally:
         if slow is not None:
             slow.close()
+        let_go(holder)
 
     case.check(run)
 
