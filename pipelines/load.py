@@ -17,6 +17,7 @@ from dlt.common.storages.exceptions import SchemaNotFoundError
 
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
+from pipelines.warehouse import locked_load
 from sources.repo_analytics import (
     ConfigError,
     RepoAnalyticsConfiguration,
@@ -118,7 +119,7 @@ def run_load(
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
-        info = pipeline.load()
+        info = locked_load(pipeline)  # one process at a time into a shared warehouse
         report.load_ids = list(info.loads_ids)
         if pipeline.destination.destination_name == "filesystem":
             prune_stale_children(pipeline, str(run_settings(source_args).edition))
@@ -192,7 +193,7 @@ def settle_pending(pipeline: dlt.Pipeline) -> None:
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
-        pipeline.load()
+        locked_load(pipeline)
 
 
 def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
