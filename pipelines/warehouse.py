@@ -19,6 +19,7 @@ from typing import Any
 
 import dlt
 from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.common.exceptions import MissingDependencyException
 
 from sources.repo_analytics.errors import ConfigError, RepoAnalyticsError
 
@@ -45,6 +46,11 @@ def check_warehouse(pipeline: dlt.Pipeline) -> None:
     try:
         with pipeline.sql_client():
             pass
+    except MissingDependencyException:
+        raise WarehouseError(
+            f'the {name} destination needs its extra: pip install -e ".[{name}]" '
+            f'(or dlt\'s: pip install "dlt[{name}]")'
+        ) from None
     except ConfigFieldMissingException:
         raise ConfigError(
             "destination",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,49 @@ KEYS = {
     "cloud_pull_request_statistics": "level, scope, period_start, period, state_filter, date_type",
     "cloud_commit_change_statistics": "repository_slug, period_start, period, merges",
 }
+
+
+HIDDEN = """
+import sys
+sys.modules[{module!r}] = None  # as if its extra were not installed
+{code}
+"""
+
+
+def test_a_missing_extra_says_what_to_install(make_sim: Any, tmp_path: Path) -> None:
+    sim: Simulator = make_sim(edition="cloud")
+    env = cli_env(sim, DESTINATION__POSTGRES__CREDENTIALS="postgresql://u:p@127.0.0.1:9/db")
+    cli = "from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["--destination", "postgres", "--pipelines-dir", str(tmp_path), "load"]
+    no_driver = subprocess.run(
+        [sys.executable, "-c", HIDDEN.format(module="psycopg2", code=cli), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert no_driver.returncode == 1
+    assert no_driver.stderr.strip().splitlines() == [
+        "repo-analytics: failed: the postgres destination needs its extra: "
+        'pip install -e ".[postgres]" (or dlt\'s: pip install "dlt[postgres]")'
+    ]
+    no_dagster = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            HIDDEN.format(module="dagster", code="import pipelines.dagster_assets"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert no_dagster.returncode == 1
+    assert no_dagster.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: the Dagster integration needs its extra (no module `dagster`): "
+        'pip install -e ".[dagster]"'
+    )
+    assert sim.requests()["total"] == 0
