@@ -16,7 +16,7 @@ import dagster as dg
 from pipelines.dagster_assets import resolve_partitions, window_assets
 from simulator import Simulator
 from tests.extractor.conftest import FAST_RETRY
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env
+from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env, from_z
 from tests.scaleout.conftest import PostgresServer
 from tests.scaleout.test_postgres import reader
 
@@ -82,6 +82,7 @@ def test_partitions_load_their_windows_and_a_rerun_changes_nothing(
     assert partitions is not None
     assert partitions.get_partition_keys() == list(PARTITIONS)
     instance = dg.DagsterInstance.ephemeral()
+    read = 0
     for key in PARTITIONS:
         result = dg.materialize([assets], partition_key=key, instance=instance)
         assert result.success
@@ -90,6 +91,11 @@ def test_partitions_load_their_windows_and_a_rerun_changes_nothing(
         commits = by_key["repo_analytics/commits/repository"].materialization.metadata
         assert commits["window"].value.startswith(f"[{key}T00:00:00+00:00")
         assert "PASSED" in commits["reconciliation"].value
+        read += commits["rows_read"].value
+    in_range = [
+        c for c in sim.truth("commits") if RANGE[0] <= from_z(c["authorTimestamp"]) < RANGE[1]
+    ]
+    assert read == len(in_range) > 0  # the repository lists of the three weeks, once each
     assert_rows_equal_truth(reader(postgres, dataset), sim, "server", RANGE, RANGE)
     for table, key_columns in KEYS.items():
         total, distinct = postgres.rows(
