@@ -149,7 +149,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"# Scale-out: partitions into Postgres ({doc['edition']} {doc['size']}, "
         f"{doc['workload']}, {doc['partitions']} monthly partitions)",
         "",
-        f"{doc['started']}; {doc['machine']['cpus']} cores; dlt {doc['machine']['dlt']}.",
+        f"finished {doc['finished']}; {doc['machine']['cpus']} cores; dlt {doc['machine']['dlt']}.",
         "",
         "| writers | wall s | partitions/s | rows | rows/s | requests | load avg start/end |",
         "|---|---|---|---|---|---|---|",
@@ -186,7 +186,7 @@ def main() -> None:
         finally:
             sim.stop()
     doc = {
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "edition": args.edition,
         "size": args.size,
         "workload": args.workload,
