@@ -1,7 +1,8 @@
 """The Dagster integration: backfill windows as time partitions of dagster-dlt assets,
 materialised in-process against a simulator and a real Postgres, compared with the truth of
-exactly those windows; a partition run again changes nothing; the code location loads as
-`dagster dev -m pipelines.dagster_assets` would load it, from dlt config in the environment."""
+exactly those windows; a partition run again changes nothing; and three partitions run at
+once by Dagster's own command in three processes (the code location `dagster dev -m
+pipelines.dagster_assets` loads), configured from the environment alone."""
 
 from __future__ import annotations
 
@@ -112,36 +113,55 @@ def test_partitions_load_their_windows_and_a_rerun_changes_nothing(
     assert done == set(PARTITIONS)
 
 
-def test_the_code_location_loads_from_dlt_config(
-    make_sim: Any, warehouse_env: Any, dataset: str, tmp_path: Path
+def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
+    make_sim: Any,
+    postgres: PostgresServer,
+    warehouse_env: Any,
+    dataset: str,
+    tmp_path: Path,
 ) -> None:
-    """`dagster definitions validate -m pipelines.dagster_assets`: Dagster's own loader finds
-    `defs`, with every setting from the environment (dlt config), no request made."""
-    sim: Simulator = make_sim(edition="cloud")
+    """Three `dagster asset materialize -m pipelines.dagster_assets --partition KEY` processes
+    at once, as three workers run three partitions of a backfill: every setting from the
+    environment (dlt config), one dataset; the tables equal the truth of the three weeks,
+    each key once. A missing partition start is refused, naming its variable."""
+    sim: Simulator = make_sim(edition="server")
     env = cli_env(
         sim,
         **warehouse_env(),
-        REPO_ANALYTICS_DAGSTER__START="2026-03-02",
+        REPO_ANALYTICS_DAGSTER__START=PARTITIONS[0],
         REPO_ANALYTICS_DAGSTER__DATASET=dataset,
         REPO_ANALYTICS_DAGSTER__PIPELINES_DIR=str(tmp_path / "pipelines"),
-        DAGSTER_HOME=str(tmp_path),
     )
-    dagster = Path(sys.executable).with_name("dagster")
-    done = subprocess.run(
-        [str(dagster), "definitions", "validate", "-m", "pipelines.dagster_assets"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert sim.requests()["total"] == 0
-    missing = {k: v for k, v in env.items() if k != "REPO_ANALYTICS_DAGSTER__START"}
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    location = ["-m", "pipelines.dagster_assets"]
+    runs = []
+    for key in PARTITIONS:
+        home = tmp_path / f"dagster-{key}"  # each worker's own instance (sqlite)
+        home.mkdir()
+        command = [dagster, "asset", "materialize", *location, "--select", "key:repo_analytics/*"]
+        runs.append(
+            subprocess.Popen(
+                [*command, "--partition", key],
+                env={**env, "DAGSTER_HOME": str(home)},
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for run in runs:
+        _, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-2000:]
+    assert_rows_equal_truth(reader(postgres, dataset), sim, "server", RANGE, RANGE)
+    for table, key_columns in KEYS.items():
+        total, distinct = postgres.rows(
+            f'SELECT count(*), count(DISTINCT ({key_columns})) FROM "{dataset}"."{table}"'
+        )[0]
+        assert total == distinct > 0, table
+    unset = {k: v for k, v in env.items() if k != "REPO_ANALYTICS_DAGSTER__START"}
     failed = subprocess.run(
-        [str(dagster), "definitions", "validate", "-m", "pipelines.dagster_assets"],
-        env=missing,
+        [dagster, "definitions", "validate", *location],
+        env={**unset, "DAGSTER_HOME": str(tmp_path)},
         cwd=tmp_path,
         capture_output=True,
         text=True,
