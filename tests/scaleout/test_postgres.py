@@ -61,6 +61,12 @@ def test_backfill_then_nightly_into_postgres_equal_truth(
         row[0] for row in postgres.rows(f'SELECT _dlt_load_id FROM "{dataset}".server_commits')
     }
     assert set(report["load"]["load_ids"]) & landed  # the nightly's rows name its load
+    state = run_cli(tmp_path, env, *pg, "state")  # read back from the warehouse too
+    assert state.returncode == 0, state.stderr
+    # one 92-day window, and the CSV exports' own window
+    assert f"  {SINCE}T00:00:00+00:00/{CLOCK}" in state.stdout.splitlines()
+    assert f"  exports {SINCE}T00:00:00+00:00/{CLOCK}" in state.stdout.splitlines()
+    assert "last successful load: unknown" not in state.stdout
     assert_no_secret(tmp_path, done.stdout, done.stderr, nightly.stdout, nightly.stderr)
 
 
