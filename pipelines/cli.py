@@ -398,8 +398,11 @@ def print_summary(result: Any) -> None:
 def print_pipeline(pipeline: Any) -> None:
     """Where the run's dlt pipeline lives, and how dlt's own commands find it."""
     from pipelines.load import pipeline_line
+    from pipelines.warehouse import views_note
 
     print(pipeline_line(pipeline))
+    for note in views_note(pipeline):
+        print(note)
 
 
 def waited(totals: Any) -> str:
@@ -594,13 +597,17 @@ def make_cli_pipeline(args: argparse.Namespace) -> Any:
     destination = cli_destination(args)
     if args.destination == "duckdb":
         Path(args.duckdb).parent.mkdir(parents=True, exist_ok=True)
-    return make_pipeline(
+    pipeline = make_pipeline(
         pipeline_name=args.pipeline_name,
         destination=destination,
         dataset_name=args.dataset,
         pipelines_dir=args.pipelines_dir,
         schemas_dir=Path(args.schemas_dir) if args.schemas_dir else None,
     )
+    from pipelines.warehouse import check_warehouse
+
+    check_warehouse(pipeline)  # a server destination: credentials and connection, first
+    return pipeline
 
 
 def cli_destination(args: argparse.Namespace) -> Any:

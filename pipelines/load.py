@@ -27,6 +27,7 @@ from pipelines.duckdb_file import (
 )
 from pipelines.lake import prune_stale_children
 from pipelines.views import create_views
+from pipelines.warehouse import locked_load
 from sources.repo_analytics import (
     ConfigError,
     RepoAnalyticsConfiguration,
@@ -131,7 +132,8 @@ def run_load(
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
-        info = waiting(pipeline.load, wait, EXTRACTED_KEPT)  # dlt keeps the package
+        # dlt keeps the package; one process at a time into a shared warehouse
+        info = waiting(lambda: locked_load(pipeline), wait, EXTRACTED_KEPT)
         report.load_ids = list(info.loads_ids)
         if pipeline.destination.destination_name == "filesystem":
             prune_stale_children(pipeline, str(run_settings(source_args).edition))
@@ -206,7 +208,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
-        waiting(pipeline.load, lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
+        waiting(lambda: locked_load(pipeline), lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
 
 
 def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:

@@ -34,6 +34,7 @@ import duckdb
 
 from pipelines.duckdb_file import NOT_RECONCILED, lock_wait, waiting
 from pipelines.lake import LOAD_ID, delta_tables
+from pipelines.warehouse import warehouse_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
@@ -238,9 +239,10 @@ def reconcile_pipeline(
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
 ) -> Reconciliation:
-    """Reconcile what a run loaded into the pipeline's destination: a DuckDB file, or Delta
-    tables on a filesystem (read with dlt's deltalake helper); other destinations are not
-    reconciled (a note says so). `run_loads`: the ids of the run's own loads (see
+    """Reconcile what a run loaded into the pipeline's destination: a DuckDB file; Delta
+    tables on a filesystem (read with dlt's deltalake helper) or a warehouse's tables (read
+    through dlt's SQL client), each copied into an in-memory DuckDB; a destination dlt cannot
+    read back is not reconciled (a note says so). `run_loads`: the ids of the run's own loads (see
     `reconcile_with`)."""
     name = pipeline.destination.destination_name
     edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
@@ -263,23 +265,26 @@ def reconcile_pipeline(
             lock_wait(source_args),
             NOT_RECONCILED,
         )
+    statistics = [repository_table(spec, c.resource) for c in checks.statistics]
+    needed = (checks.commit_table, checks.pr_table, *filter(None, statistics))
     if name == "filesystem":
-        with duckdb.connect() as con:
-            con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
-            statistics = [repository_table(spec, c.resource) for c in checks.statistics]
-            for table, delta in delta_tables(
-                pipeline, checks.commit_table, checks.pr_table, *filter(None, statistics)
-            ).items():
-                # a table, not a dataset: filters pushed into the dataset fail on string_view
-                con.register(f"{table}__delta", delta.to_pyarrow_table())
-                con.execute(
-                    f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS '
-                    f'SELECT * FROM "{table}__delta"'
-                )
-            return reconcile_with(con, pipeline.dataset_name, windows, source_args, run_loads)
-    return Reconciliation(
-        0, [], [f"not run: reconciliation reads DuckDB or Delta tables, not the {name} destination"]
-    )
+        # a table, not a dataset: filters pushed into the dataset fail on string_view
+        tables = {t: d.to_pyarrow_table() for t, d in delta_tables(pipeline, *needed).items()}
+    else:
+        try:  # a warehouse with a SQL client (Postgres, ...): its tables, read once
+            tables = warehouse_tables(pipeline, needed)
+        except Exception as error:  # noqa: BLE001 - a destination dlt cannot read back
+            return Reconciliation(
+                0, [], [f"not run: the {name} destination cannot be read back ({error})"]
+            )
+    with duckdb.connect() as con:
+        con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
+        for table, data in tables.items():
+            con.register(f"{table}__copy", data)
+            con.execute(
+                f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM "{table}__copy"'
+            )
+        return reconcile_with(con, pipeline.dataset_name, windows, source_args, run_loads)
 
 
 def reconcile_with(

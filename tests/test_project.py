@@ -30,6 +30,17 @@ def test_quick_start_is_the_first_heading_and_has_two_commands() -> None:
     assert len(quick_start_commands()) == 2
 
 
+def test_the_test_command_installs_extras_the_project_declares() -> None:
+    """The extras the suite needs (`test`, and `postgres`, `dagster` for tests/scaleout)."""
+    import tomllib
+
+    extras = re.search(r'-e "\.\[([a-z,]+)\]"', quick_start_commands()[1])
+    assert extras, "the test command installs no extras"
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    optional = declared["project"]["optional-dependencies"]
+    assert set(extras[1].split(",")) == {"test", "postgres", "dagster"} <= set(optional)
+
+
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     test_command = quick_start_commands()[1]
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()

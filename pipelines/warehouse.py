@@ -1,0 +1,144 @@
+"""A warehouse destination with a server (Postgres, or any dlt SQL destination): checked
+before the first request, and loaded into by several processes at once.
+
+Each process (a backfill window, a Dagster partition) extracts and normalises on its own, in
+its own working folder; only dlt's load step, which changes the dataset's tables, runs one
+process at a time. On Postgres a session advisory lock keyed by the dataset serialises it:
+two processes loading at once would race on dlt's DDL (`CREATE TABLE` of a new table: one
+fails with `relation ... already exists`), share the `<dataset>_staging` tables (each load
+truncates them first), and let two delete-insert merges of the same key both insert it (a
+duplicate row). The lock dies with its connection, so a killed process never holds it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dlt
+from dlt.common.configuration.exceptions import ConfigFieldMissingException
+from dlt.common.exceptions import MissingDependencyException
+
+from sources.repo_analytics.errors import ConfigError, RepoAnalyticsError
+
+# destinations that are files of this machine: nothing to connect to, nothing to serialise
+LOCAL_DESTINATIONS = ("duckdb", "filesystem")
+LOCK_NAMESPACE = "repo_analytics load "
+
+
+class WarehouseError(RepoAnalyticsError):
+    """The destination refused the connection (credentials, host, database)."""
+
+
+def destination_name(pipeline: dlt.Pipeline) -> str:
+    return str(pipeline.destination.destination_name)
+
+
+def check_warehouse(pipeline: dlt.Pipeline) -> None:
+    """Resolve a server destination's credentials and connect once, before the first
+    request: a missing or wrong credential stops the run before anything is read."""
+    name = destination_name(pipeline)
+    if name in LOCAL_DESTINATIONS:
+        return
+    variable = f"DESTINATION__{name.upper()}__CREDENTIALS"
+    try:
+        with pipeline.sql_client():
+            pass
+    except MissingDependencyException:
+        raise WarehouseError(
+            f'the {name} destination needs its extra: pip install -e ".[{name}]" '
+            f'(or dlt\'s: pip install "dlt[{name}]")'
+        ) from None
+    except ConfigFieldMissingException:
+        raise ConfigError(
+            "destination",
+            name,
+            f"its credentials: set {variable} (a connection string such as "
+            f"postgresql://USER:PASSWORD@HOST:5432/DATABASE) or [destination.{name}.credentials]"
+            " in .dlt/secrets.toml",
+        ) from None
+    except Exception as error:  # noqa: BLE001 - any driver's refusal becomes one line
+        raise WarehouseError(
+            f"the {name} destination refused the connection "
+            f"({masked(pipeline, first_line(error))}): check {variable} or "
+            f"[destination.{name}.credentials] in .dlt/secrets.toml, and that the server is up"
+        ) from None
+
+
+def views_note(pipeline: dlt.Pipeline) -> list[str]:
+    """Why a warehouse has no canonical views: their SQL is DuckDB's (README: Canonical views)."""
+    name = destination_name(pipeline)
+    if name in LOCAL_DESTINATIONS:
+        return []
+    return [
+        f"note: the canonical views are DuckDB SQL and are not created on the {name} "
+        "destination: query the tables"
+    ]
+
+
+def first_line(error: BaseException) -> str:
+    cause: BaseException = error
+    while getattr(cause, "__cause__", None) is not None:
+        cause = cause.__cause__  # type: ignore[assignment]
+    text = str(cause).strip().splitlines()
+    return text[0] if text else type(cause).__name__
+
+
+def masked(pipeline: dlt.Pipeline, text: str) -> str:
+    """`text` without the destination's password, should a driver ever repeat it."""
+    try:
+        password = getattr(pipeline.destination_client().config.credentials, "password", None)
+    except Exception:  # noqa: BLE001 - nothing resolved: nothing to mask
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
+@contextmanager
+def exclusive_load(pipeline: dlt.Pipeline) -> Iterator[None]:
+    """Hold the dataset's load lock (Postgres: a session advisory lock on a connection of
+    its own) while the body runs; other destinations: no lock."""
+    if destination_name(pipeline) != "postgres":
+        yield
+        return
+    key = lock_key(pipeline.dataset_name)
+    with pipeline.sql_client() as client:
+        client.execute_sql("SELECT pg_advisory_lock(%s)", key)
+        try:
+            yield
+        finally:
+            client.execute_sql("SELECT pg_advisory_unlock(%s)", key)
+
+
+def lock_key(dataset: str) -> int:
+    """A stable 32-bit key per dataset (the same in every process and machine)."""
+    return zlib.crc32((LOCK_NAMESPACE + dataset).encode("utf-8"))
+
+
+def locked_load(pipeline: dlt.Pipeline) -> Any:
+    """`pipeline.load()` under the dataset's load lock."""
+    with exclusive_load(pipeline):
+        return pipeline.load()
+
+
+def warehouse_tables(pipeline: dlt.Pipeline, names: tuple[str, ...]) -> dict[str, Any]:
+    """The dataset's tables of those names that exist, each read whole as an Arrow table
+    through dlt's SQL client (the reconciliation compares them in DuckDB)."""
+    found: dict[str, Any] = {}
+    with pipeline.sql_client() as client:
+        present = {
+            row[0]
+            for row in client.execute_sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                client.fully_qualified_dataset_name(quote=False),
+            )
+            or ()
+        }
+        for name in names:
+            if name in present:
+                with client.execute_query(
+                    f"SELECT * FROM {client.make_qualified_table_name(name)}"
+                ) as cursor:
+                    found[name] = cursor.arrow()
+    return found
