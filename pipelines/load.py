@@ -16,6 +16,7 @@ from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
 
 from pipelines.lake import prune_stale_children
+from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from sources.repo_analytics import (
     ConfigError,
@@ -115,9 +116,12 @@ def run_load(
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
         pipeline.activate()  # the source function reads the active pipeline's state
+        legacy = legacy_pipeline(pipeline)  # before this run records its source
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
+        if report.source is not None:
+            adopt_rows(pipeline, report.source, legacy)  # a dataset of an older version
         info = pipeline.load()
         report.load_ids = list(info.loads_ids)
         if pipeline.destination.destination_name == "filesystem":
