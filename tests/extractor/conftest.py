@@ -22,7 +22,8 @@ DATASET = "repo_analytics"
 # The destinations a user can pick, each with its default settings: end-to-end tests of
 # tables against the truth run on both.
 DESTINATIONS = ("duckdb", "parquet")
-# The cloud edition's tables and natural keys, as the README's "Cloud edition" table states.
+# The cloud edition's tables and natural keys, as the README's "Cloud edition" table states:
+# each led by `source` (where the rows came from), then these.
 CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_commits": ("repository_slug", "hash"),
     "cloud_workspace_commits": ("repository_slug", "hash"),
@@ -42,6 +43,7 @@ CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
     "cloud_users": ("uuid",),
 }
+CLOUD_PRIMARY_KEYS = {table: ("source", *key) for table, key in CLOUD_PRIMARY_KEYS.items()}
 # Fast retries for tests: the behaviour is the same, the waits are short.
 FAST_RETRY = {
     "backoff_base": 0.01,
