@@ -242,6 +242,9 @@ def test_a_pipeline_of_another_source_stops(
 
     own = run_cli(tmp_path, cli_env(other), "--pipeline-name", "other", "load", *dates)
     assert own.returncode == 0, own.stderr
+    for name, sim in (("shared", first), ("other", other)):
+        shown = run_cli(tmp_path, cli_env(sim), "--pipeline-name", name, "state")
+        assert f"source: {source_of(sim)}" in shown.stdout.splitlines(), shown.stdout
     sources = {s for (s,) in query(db_file, "SELECT DISTINCT source FROM server_commits")}
     assert sources == {source_of(other)}
     assert tables_of(db_file)["cloud_commits"] == before["cloud_commits"]
