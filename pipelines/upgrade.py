@@ -27,12 +27,13 @@ def legacy_pipeline(pipeline: dlt.Pipeline) -> bool:
 
 
 def adopt_rows(pipeline: dlt.Pipeline, source: str, fill: bool) -> dict[str, int]:
-    """Add the `source` column to the dataset's tables lacking it and, with `fill`, set it to
-    `source` where it is NULL; the rows filled per table."""
+    """Add the `source` column to the dataset's tables lacking it (dlt would add it NOT NULL:
+    DuckDB refuses that on a table with rows, a Delta merge on a table without it) and, with
+    `fill`, set it to `source` where it is NULL; the rows filled per table."""
     name = pipeline.destination.destination_name
     if name == "duckdb":
         filled = adopt_duckdb(pipeline, source, fill)
-    elif name == "filesystem" and fill:  # elsewhere Delta tables take a new column as NULL
+    elif name == "filesystem":
         filled = adopt_delta(pipeline, source, fill)
     else:
         return {}

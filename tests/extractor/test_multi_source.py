@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import deltalake
 import duckdb
 import pytest
 
@@ -273,19 +274,10 @@ def make_old_shaped(loader: Loader) -> None:
     """The dataset and pipeline as the version before `source` left them: no column in the
     tables (nor the staging copies), none in dlt's stored schema, no source in the state."""
     pipeline = loader.pipeline()
-    with duckdb.connect(str(loader.db_file)) as con:
-        for (view,) in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-            "AND table_type = 'VIEW'",
-            [DATASET],
-        ).fetchall():
-            con.execute(f'DROP VIEW {DATASET}."{view}"')  # the new run makes them again
-        for schema, table in con.execute(
-            "SELECT table_schema, table_name FROM information_schema.columns WHERE "
-            "column_name = 'source' AND table_schema IN (?, ?)",
-            [DATASET, f"{DATASET}_staging"],
-        ).fetchall():
-            con.execute(f'ALTER TABLE {schema}."{table}" DROP COLUMN source')
+    if loader.destination == "duckdb":
+        drop_duckdb_sources(loader)
+    else:
+        drop_delta_sources(loader)
     schema = pipeline.default_schema
     for table in schema.data_tables(include_incomplete=True):
         table["columns"].pop("source", None)
@@ -299,13 +291,42 @@ def make_old_shaped(loader: Loader) -> None:
         pinned.unlink()  # the older version's pin had no column either
 
 
+def drop_duckdb_sources(loader: Loader) -> None:
+    with duckdb.connect(str(loader.db_file)) as con:
+        for (view,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
+            "AND table_type = 'VIEW'",
+            [DATASET],
+        ).fetchall():
+            con.execute(f'DROP VIEW {DATASET}."{view}"')  # the new run makes them again
+        for schema, table in con.execute(
+            "SELECT table_schema, table_name FROM information_schema.columns WHERE "
+            "column_name = 'source' AND table_schema IN (?, ?)",
+            [DATASET, f"{DATASET}_staging"],
+        ).fetchall():
+            con.execute(f'ALTER TABLE {schema}."{table}" DROP COLUMN source')
+
+
+def drop_delta_sources(loader: Loader) -> None:
+    """Each Delta table written again without the column (a new version of the table)."""
+    for folder in sorted((loader.lake / DATASET).iterdir()):
+        if (folder / "_delta_log").is_dir():
+            data = deltalake.DeltaTable(str(folder)).to_pyarrow_table()
+            deltalake.write_deltalake(
+                str(folder),
+                data.drop_columns(["source"]),
+                mode="overwrite",
+                schema_mode="overwrite",
+            )
+
+
 def test_a_dataset_of_the_older_version_is_taken_over(
-    make_sim: Callable[..., Simulator], tmp_path: Path
+    make_sim: Callable[..., Simulator], tmp_path: Path, destination: str
 ) -> None:
     """A dataset written before rows named their source: the first run of its pipeline fills
     the column with its source, and re-read rows replace the old ones (no duplicate)."""
     sim = make_sim(edition="cloud")
-    host = Host(sim, Loader(sim, tmp_path), [])
+    host = Host(sim, Loader(sim, tmp_path, destination), [])
     host.load()
     make_old_shaped(host.loader)
     assert "source" not in {
