@@ -20,6 +20,7 @@ import dlt
 import duckdb
 
 from sources.repo_analytics import EDITION_SPECS
+from sources.repo_analytics.origin import SOURCE
 
 LOAD_ID = "_dlt_load_id"
 
@@ -42,7 +43,8 @@ def child_lists(edition: str) -> list[ChildList]:
         for child in endpoint.children:
             known = found.get(child.table)
             roots = (*known.roots, endpoint.table) if known else (endpoint.table,)
-            found[child.table] = ChildList(child.table, roots, child.parent_key, child.position)
+            key = (SOURCE, *child.parent_key)  # a parent is known by its source too
+            found[child.table] = ChildList(child.table, roots, key, child.position)
     return list(found.values())
 
 
@@ -88,9 +90,10 @@ def prune_stale_children(pipeline: dlt.Pipeline, edition: str) -> dict[str, int]
 
 
 def has_load_ids(table: Any) -> bool:
-    """Tables written before load ids were stamped cannot be pruned (nor need to be: they
-    were written with the same rule as today's, less this repair)."""
-    return LOAD_ID in {f.name for f in table.schema().fields}
+    """Tables written before load ids were stamped, or before rows named their source (see
+    `pipelines/upgrade.py`), cannot be pruned (nor need to be: they were written with the same
+    rule as today's, less this repair)."""
+    return {LOAD_ID, SOURCE} <= {f.name for f in table.schema().fields}
 
 
 def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:

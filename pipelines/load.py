@@ -26,6 +26,7 @@ from pipelines.duckdb_file import (
     without_file_keys,
 )
 from pipelines.lake import prune_stale_children
+from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from pipelines.warehouse import locked_load
 from sources.repo_analytics import (
@@ -129,9 +130,13 @@ def run_load(
         if pipeline.destination.destination_name == "filesystem":
             source_args = {"merge_strategy": "upsert", **source_args}
         pipeline.activate()  # the source function reads the active pipeline's state
+        legacy = legacy_pipeline(pipeline)  # before this run records its source
         source = repo_analytics(report=report, **source_args)
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
         pipeline.normalize()
+        source_id = report.source
+        if source_id is not None:  # a dataset of an older version gets the source column
+            waiting(lambda: adopt_rows(pipeline, source_id, legacy), wait, EXTRACTED_KEPT)
         # dlt keeps the package; one process at a time into a shared warehouse
         info = waiting(lambda: locked_load(pipeline), wait, EXTRACTED_KEPT)
         report.load_ids = list(info.loads_ids)

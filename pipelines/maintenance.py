@@ -16,6 +16,7 @@ from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld
+from sources.repo_analytics.origin import SOURCE_STATE_KEY
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.scopes import (
     CURSOR_COLUMN_STATE_KEY,
@@ -43,6 +44,8 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
     if not states and not finished:
         yield "no state yet: nothing has been loaded by this pipeline"
         return
+    recorded = pipeline.state.get("sources", {}).get("repo_analytics", {}).get(SOURCE_STATE_KEY)
+    yield f"source: {recorded or 'not recorded yet (state of an older version)'}"
     for name, key, state in sorted(scope_states(states), key=lambda each: each[:2]):
         label = f"{name}:{key}"
         if CURSOR_STATE_KEY in state:

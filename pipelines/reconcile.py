@@ -39,6 +39,7 @@ from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.errors import SkippableApiError
+from sources.repo_analytics.origin import SOURCE
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import ReadContext
 from sources.repo_analytics.scopes import endpoint_for, repository_scope
@@ -347,7 +348,9 @@ def reconcile_with(
         table = checks.commit_table if measures.commits else checks.pr_table
         repositories = [
             tuple(names)
-            for names in con.execute(f"SELECT DISTINCT {key} FROM {table} ORDER BY ALL").fetchall()
+            for names in con.execute(
+                f"SELECT DISTINCT {key} FROM {table} WHERE {SOURCE} = ? ORDER BY ALL", [plan.source]
+            ).fetchall()
         ]
         jobs = [
             (names, start, end)
@@ -359,7 +362,7 @@ def reconcile_with(
         row
         for check in measures.statistics
         for row in stored_periods(
-            con, spec, check, plan.statistics_period, windows, present, wanted
+            con, spec, check, plan.statistics_period, windows, present, wanted, plan.source
         )
     ]
     own = frozenset(run_loads)
@@ -372,7 +375,9 @@ def reconcile_with(
         if isinstance(answer, str):
             result.notes.append(answer)
         else:
-            compare_window(con, spec, checks, names, start, end, answer, result, measures)
+            compare_window(
+                con, spec, checks, (plan.source, *names), start, end, answer, result, measures
+            )
     for row, row_answer in zip(rows, row_answers, strict=True):
         compare_period(row, row_answer, result)
     return result
@@ -386,10 +391,12 @@ def stored_periods(
     windows: list[tuple[datetime, datetime]],
     present: set[str],
     wanted: set[tuple[str, ...]] | None,
+    source: str,
 ) -> list[StoredPeriod]:
     """The stored repository-level rows of one statistics table (of the run's `period`
-    grain) that the run should have written or read again: those overlapping a window, and
-    those in which items of the refreshing list updated in a window were created."""
+    grain and `source`) that the run should have written or read again: those overlapping a
+    window, and those in which items of the refreshing list updated in a window were
+    created."""
     table = repository_table(spec, check.resource)
     listing = refreshing_list(spec, check.resource)
     stamped = bool(
@@ -400,7 +407,7 @@ def stored_periods(
         ).fetchall()
     )
     scope = f's."{check.scope_column}"'
-    where = "s.period = ?" + (
+    where = f"s.{SOURCE} = ? AND s.period = ?" + (
         "" if check.level_column is None else f" AND s.\"{check.level_column}\" = 'repository'"
     )
     held = "s.period_start < ? AND s.period_end > ?"
@@ -409,7 +416,8 @@ def stored_periods(
         names = ", ".join(f'p."{c}"' for c in spec.repository_key)
         created, updated = listing.refreshes[1], listing.cursor
         changed = (
-            f"EXISTS (SELECT 1 FROM {listing.table} p WHERE concat_ws('/', {names}) = "
+            f"EXISTS (SELECT 1 FROM {listing.table} p WHERE p.{SOURCE} = s.{SOURCE} AND "
+            f"concat_ws('/', {names}) = "
             f'{scope} AND p."{updated}" >= ? AND p."{updated}" < ? '
             f'AND p."{created}" >= s.period_start AND p."{created}" < s.period_end)'
         )
@@ -421,7 +429,7 @@ def stored_periods(
     )
     found: dict[tuple[Any, ...], StoredPeriod] = {}
     for start, end in windows:
-        params = [period, end, start, *((start, end) if changed != "FALSE" else ())]
+        params = [source, period, end, start, *((start, end) if changed != "FALSE" else ())]
         for key, period_start, period_end, load, *landed in con.execute(sql, params).fetchall():
             repository = tuple(str(key).split("/"))
             if wanted is None or repository in wanted:
@@ -519,19 +527,20 @@ def compare_window(
     con: duckdb.DuckDBPyConnection,
     spec: EditionSpec,
     checks: EditionChecks,
-    names: tuple[str, ...],
+    keys: tuple[str, ...],
     start: datetime,
     end: datetime,
     answers: tuple[Any, Any],
     result: Reconciliation,
     measures: Measures,
 ) -> None:
+    """`keys`: the run's source, then the repository's key columns."""
     stats, pr_stats = answers
     window = WindowCheck(
         con,
         checks,
-        " AND ".join(f"{c} = ?" for c in spec.repository_key),
-        names,
+        " AND ".join(f"{c} = ?" for c in (SOURCE, *spec.repository_key)),
+        keys,
         start,
         end,
         result,
@@ -549,7 +558,7 @@ class WindowCheck:
     con: duckdb.DuckDBPyConnection
     checks: EditionChecks
     where_repo: str
-    names: tuple[str, ...]
+    keys: tuple[str, ...]  # the source, then the repository's key columns
     start: datetime
     end: datetime
     result: Reconciliation
@@ -557,7 +566,7 @@ class WindowCheck:
     def differs(self, measure: str, api: int, landed: int, verdict: str) -> None:
         self.result.differences.append(
             Difference(
-                "/".join(self.names),
+                "/".join(self.keys[1:]),
                 f"{self.start.date()}..{self.end.date()}",
                 measure,
                 api,
@@ -576,7 +585,7 @@ class WindowCheck:
         landed = self.con.execute(
             f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
             f"WHERE {self.where_repo} AND {at} >= ? AND {at} < ?",
-            [*self.names, low, high],
+            [*self.keys, low, high],
         ).fetchone() or (0, 0)
         edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
         if checks.commit_time_is_local:
@@ -584,7 +593,7 @@ class WindowCheck:
                 f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
                 f"WHERE {self.where_repo} AND (({at} >= ? AND {at} < ?) OR "
                 f"({at} >= ? AND {at} < ?))",
-                [*self.names, low - EDGE, low + EDGE, high - EDGE, high + EDGE],
+                [*self.keys, low - EDGE, low + EDGE, high - EDGE, high + EDGE],
             ).fetchone() or (0, 0)
             edge = {"commits": int(near[0]), "lines_added": int(near[1])}
         for name, api_value, landed_value in (
@@ -607,7 +616,7 @@ class WindowCheck:
             self.con.execute(
                 f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
                 f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
-                [*self.names, self.start, self.end],
+                [*self.keys, self.start, self.end],
             ).fetchall()
         )
         for state in self.checks.spec.pr_states:

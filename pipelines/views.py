@@ -16,27 +16,27 @@ from sources.repo_analytics import EDITION_SPECS
 
 # view -> its columns, in the order every edition's SELECT produces them
 COLUMNS: Final[dict[str, str]] = {
-    "commits": "edition, project_key, repository_slug, commit_id, author_name, author_email, "
-    "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
+    "commits": "source, edition, project_key, repository_slug, commit_id, author_name, "
+    "author_email, author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
     "is_merge, parent_count",
-    "pull_requests": "edition, project_key, repository_slug, pull_request_id, title, state, "
-    "created_at, updated_at, closed_at, author_name, author_user, "
+    "pull_requests": "source, edition, project_key, repository_slug, pull_request_id, title, "
+    "state, created_at, updated_at, closed_at, author_name, author_user, "
     "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
     "resolved_at_source",
-    "pull_request_statistics": "edition, level, scope, period, period_start, period_end, "
+    "pull_request_statistics": "source, edition, level, scope, period, period_start, period_end, "
     "pull_requests, open, merged, declined, superseded",
-    "commit_statistics": "edition, level, scope, period, period_start, period_end, commits, "
-    "lines_added, lines_deleted",
-    "commits_by_level": "edition, level, scope, project_key, repository_slug, commit_id, "
+    "commit_statistics": "source, edition, level, scope, period, period_start, period_end, "
+    "commits, lines_added, lines_deleted",
+    "commits_by_level": "source, edition, level, scope, project_key, repository_slug, commit_id, "
     "day, day_basis, is_merge, lines_added, lines_deleted",
-    "pull_requests_by_level": "edition, level, scope, project_key, repository_slug, "
+    "pull_requests_by_level": "source, edition, level, scope, project_key, repository_slug, "
     "pull_request_id, state, created_at, resolved_at, "
     "resolved_at_source",
 }
 # BI views over the canonical ones (issue 5 adds more).
 DERIVED: Final[dict[str, str]] = {
     "daily_author_activity": """
-        SELECT edition, project_key, repository_slug, author_name,
+        SELECT source, edition, project_key, repository_slug, author_name,
                -- the UTC day whatever the reading session's TimeZone (a TIMESTAMPTZ casts to
                -- the session's local date); cloud rows: the author's local wall time's day
                CAST(coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS DATE)
@@ -45,13 +45,13 @@ DERIVED: Final[dict[str, str]] = {
                sum(lines_deleted) AS lines_deleted
         FROM {d}.commits GROUP BY ALL""",
     "pull_request_cycle_times": """
-        SELECT edition, project_key, repository_slug, pull_request_id, state, created_at,
-               resolved_at, date_diff('minute', created_at, resolved_at) / 60.0
+        SELECT source, edition, project_key, repository_slug, pull_request_id, state,
+               created_at, resolved_at, date_diff('minute', created_at, resolved_at) / 60.0
                    AS hours_to_resolve,
                resolved_at_source
         FROM {d}.pull_requests WHERE state <> 'OPEN'""",
     "pull_request_outcomes_weekly": """
-        SELECT edition, project_key, repository_slug,
+        SELECT source, edition, project_key, repository_slug,
                -- the UTC week (Monday 00:00 UTC) whatever the session's TimeZone
                timezone('UTC', date_trunc('week', timezone('UTC', resolved_at))) AS week,
                count(*) FILTER (WHERE state = 'MERGED') AS merged,
@@ -64,14 +64,14 @@ DERIVED: Final[dict[str, str]] = {
     # The statistics endpoints' daily series, from the lists (README: Statistics grain and
     # derived daily series). Sums are BIGINT, as the statistics tables' columns.
     "daily_commit_activity": """
-        SELECT edition, level, scope, day, day_basis, count(*) AS commits,
+        SELECT source, edition, level, scope, day, day_basis, count(*) AS commits,
                count(*) FILTER (WHERE is_merge) AS merge_commits,
                count(lines_added) AS commits_with_lines,
                sum(lines_added)::BIGINT AS lines_added,
                sum(lines_deleted)::BIGINT AS lines_deleted
-        FROM {d}.commits_by_level GROUP BY edition, level, scope, day, day_basis""",
+        FROM {d}.commits_by_level GROUP BY source, edition, level, scope, day, day_basis""",
     "daily_pull_request_activity": """
-        SELECT edition, level, scope, day,
+        SELECT source, edition, level, scope, day,
                -- by creation day and current state: the statistics endpoints' measures
                count(*) FILTER (WHERE event = 'created') AS created,
                count(*) FILTER (WHERE event = 'created' AND state = 'OPEN') AS created_open,
@@ -89,15 +89,15 @@ DERIVED: Final[dict[str, str]] = {
                count(*) FILTER (WHERE event = 'resolved'
                                 AND resolved_at_source = 'updated_at')
                    AS resolutions_from_updated_at
-        FROM (SELECT edition, level, scope, 'created' AS event, state, resolved_at_source,
+        FROM (SELECT source, edition, level, scope, 'created' AS event, state, resolved_at_source,
                      -- the UTC day whatever the reading session's TimeZone
                      CAST(timezone('UTC', created_at) AS DATE) AS day
               FROM {d}.pull_requests_by_level WHERE created_at IS NOT NULL
               UNION ALL
-              SELECT edition, level, scope, 'resolved', state, resolved_at_source,
+              SELECT source, edition, level, scope, 'resolved', state, resolved_at_source,
                      CAST(timezone('UTC', resolved_at) AS DATE)
               FROM {d}.pull_requests_by_level WHERE resolved_at IS NOT NULL) events
-        GROUP BY edition, level, scope, day""",
+        GROUP BY source, edition, level, scope, day""",
 }
 # which canonical view each derived view reads
 DERIVED_FROM: Final[dict[str, str]] = {

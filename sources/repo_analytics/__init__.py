@@ -29,6 +29,7 @@ from .errors import (
 )
 from .fanin import fan_in
 from .items import source_items, stored_cursor, tracking, with_refresh
+from .origin import SOURCE_STATE_KEY, check_state_source
 from .plan import RunPlan, build_plan, resolve_settings
 from .readers import (
     Batch,
@@ -194,6 +195,12 @@ def repo_analytics(
         now,
     )
     run_report = report if report is not None else RunReport()
+    run_report.source = plan.source
+    # a pipeline's cursors and windows are one source's: another's would skip its data
+    check_state_source(
+        dlt.current.source_state(), plan.source, lambda: dlt.current.pipeline().pipeline_name
+    )
+    yield source_marker(plan.source)
     if nightly_cursors is not None:
         for name, cursors in nightly_cursors.items():
             yield cursor_seed(name, cursors)
@@ -228,6 +235,17 @@ def cursor_seed(name: str, cursors: dict[str, datetime]) -> DltResource:
         yield from ()
 
     return dlt.resource(seed, name=name, section="repo_analytics")()
+
+
+def source_marker(source: str) -> DltResource:
+    """Records the source this pipeline's state belongs to (the source function's own state
+    writes are discarded by dlt); reads nothing."""
+
+    def record() -> Iterator[Any]:
+        dlt.current.source_state()[SOURCE_STATE_KEY] = source
+        yield from ()
+
+    return dlt.resource(record, name="source_marker", section="repo_analytics")()
 
 
 def window_marker(key: str, signature: dict[str, Any], report: RunReport) -> DltResource:

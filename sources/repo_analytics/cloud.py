@@ -335,12 +335,12 @@ def commits_at(level: str, scope: str) -> tuple[str, str]:
         ""
         if level == "repository"
         else " LEFT JOIN {optional:cloud_commits} l"
-        " ON l.repository_slug = c.repository_slug AND l.hash = c.hash"
+        " ON l.source = c.source AND l.repository_slug = c.repository_slug AND l.hash = c.hash"
     )
     return (
         table,
         f"""
-            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.hash,
+            SELECT c.source, 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.hash,
                    CAST(c.date_local AS DATE), 'author_local', c.is_merge,
                    {lines}.lines_added, {lines}.lines_deleted
             FROM {{d}}.{table} c{join}""",
@@ -352,7 +352,7 @@ def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
     return (
         table,
         f"""
-            SELECT 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.id,
+            SELECT c.source, 'cloud', '{level}', {scope}, NULL::VARCHAR, c.repository_slug, c.id,
                    c.state, c.created_at,
                    CASE WHEN c.state <> 'OPEN' THEN coalesce(c.closed_at, c.updated_at) END,
                    CASE WHEN c.state = 'OPEN' THEN NULL
@@ -366,7 +366,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "cloud_commits",
             """
-            SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
+            SELECT source, 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
                    hash AS commit_id, author_display_name AS author_name,
                    NULL::VARCHAR AS author_email, author_uuid AS author_user,
                    NULL::TIMESTAMPTZ AS authored_at_utc, date_local AS authored_at_local,
@@ -378,7 +378,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "cloud_pull_requests",
             """
-            SELECT 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
+            SELECT source, 'cloud' AS edition, NULL::VARCHAR AS project_key, repository_slug,
                    id AS pull_request_id, title, state, created_at, updated_at, closed_at,
                    author_display_name AS author_name, author_uuid AS author_user,
                    destination_branch AS target_branch, comment_count, task_count,
@@ -395,7 +395,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "cloud_pull_request_statistics",
             """
-            SELECT 'cloud' AS edition, level, scope, period, period_start, period_end,
+            SELECT source, 'cloud' AS edition, level, scope, period, period_start, period_end,
                    pull_requests, open, merged, declined, superseded
             FROM {d}.cloud_pull_request_statistics""",
         ),
@@ -404,8 +404,8 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "cloud_commit_change_statistics",
             """
-            SELECT 'cloud' AS edition, 'repository' AS level, repository_slug AS scope, period,
-                   period_start, period_end, commits, lines_added_total AS lines_added,
+            SELECT source, 'cloud' AS edition, 'repository' AS level, repository_slug AS scope,
+                   period, period_start, period_end, commits, lines_added_total AS lines_added,
                    lines_deleted_total AS lines_deleted
             FROM {d}.cloud_commit_change_statistics""",
         ),
@@ -416,6 +416,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
 # lines of the other levels; no lines when the repository level was not read
 OPTIONAL_TABLES: Final = {
     "cloud_commits": {
+        "source": "VARCHAR",
         "repository_slug": "VARCHAR",
         "hash": "VARCHAR",
         "lines_added": "BIGINT",

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .client import ApiClient
+from .origin import SOURCE
 from .plan import RunPlan
 from .report import RunReport
 from .tables import REMOVED, Endpoint
@@ -79,6 +80,8 @@ def table_hints(
 ) -> Any:
     """Hints for one table of a resource's output; each table gets its own variant.
 
+    Every key is led by the `source` column (`emit` adds it to the rows): the edition's
+    keys name a row within one host or workspace, and several may load one dataset.
     `merge_key` (delete-insert only) makes a re-read key replace every row it had: a
     parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
     filesystem) upsert by primary key instead, without that replacement.
@@ -86,13 +89,13 @@ def table_hints(
     strategy = ctx.plan.merge_strategy
     hints = dlt.mark.make_hints(
         table_name=table,
-        primary_key=list(primary_key),
+        primary_key=[SOURCE, *primary_key],
         write_disposition={"disposition": "merge", "strategy": strategy},  # type: ignore[arg-type]
-        columns=columns,
+        columns={SOURCE: {"data_type": "text", "nullable": False}, **columns},
         schema_contract=SCHEMA_CONTRACT,
     )
     if merge_key and strategy == "delete-insert":
-        hints["merge_key"] = list(merge_key)
+        hints["merge_key"] = [SOURCE, *merge_key]
     return hints
 
 
@@ -113,6 +116,7 @@ def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
     name = hints["table_name"]
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
+    table = with_source(table, ctx.plan.source)
     key_columns = [table.column(c).to_pylist() for c in hints["primary_key"]]
     with ctx.lock:
         seen = ctx.emitted.setdefault(name, set())
@@ -124,6 +128,14 @@ def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
         table = table.filter(pa.array(keep, type=pa.bool_()))
     if table.num_rows:
         yield Batch(table, hints)
+
+
+def with_source(table: pa.Table, source: str) -> pa.Table:
+    """`table` led by the `source` column, the same value on every row."""
+    if SOURCE in table.column_names:
+        return table
+    values = pa.repeat(pa.scalar(source, type=pa.string()), table.num_rows)
+    return table.add_column(0, pa.field(SOURCE, pa.string(), nullable=False), values)
 
 
 def nullability(schema: pa.Schema) -> dict[str, Any]:

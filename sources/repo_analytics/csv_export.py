@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .context import ReadContext, Scope, emit, label_of, nullability, table_hints
 from .dates import utc_from_iso, windows
+from .origin import SOURCE
 from .readers import bounds, date_params
 from .tables import Endpoint
 
@@ -69,7 +70,8 @@ def csv_tables(
     header = next(reader, None)
     if header is None:
         return
-    names = unique([normalise(h) for h in header])
+    # a header column named like one the rows get (`source`, `level`, ...) is renamed
+    names = unique([normalise(h) for h in header], (SOURCE, "row_number", *context))
     kinds = [type_of(n) for n in names]
     batch: list[list[str]] = []
     first = 0
@@ -83,8 +85,8 @@ def csv_tables(
         yield to_table(batch, names, kinds, context, first)
 
 
-def unique(names: Sequence[str]) -> list[str]:
-    seen: dict[str, int] = {}
+def unique(names: Sequence[str], taken: Sequence[str] = ()) -> list[str]:
+    seen: dict[str, int] = dict.fromkeys(taken, 1)
     out = []
     for name in names:
         seen[name] = seen.get(name, 0) + 1

@@ -34,6 +34,7 @@ from .config import (
 from .dates import parse_user_instant
 from .editions import edition_spec
 from .errors import ConfigError
+from .origin import source_identity
 from .settings import (
     DEFAULT_START_DAYS,
     NAIVE_DATE_SLACK_HOURS,
@@ -72,6 +73,14 @@ class RunPlan:
     @property
     def api_base(self) -> str:
         return self.base_url.rstrip("/") + self.api_prefix
+
+    @property
+    def source(self) -> str:
+        """Where this run's rows come from (the `source` column): the host, and the workspace
+        of an edition with workspaces."""
+        return source_identity(
+            self.base_url, self.workspace if self.edition.needs_workspace else None
+        )
 
     def cursor_slack(self, naive: bool) -> timedelta:
         return timedelta(hours=NAIVE_DATE_SLACK_HOURS) if naive else timedelta(0)
@@ -272,6 +281,7 @@ def build_plan(
         raise ConfigError(
             "base_url", base_url or "(empty)", "the host's URL, e.g. https://analytics.example.com"
         )
+    source_identity(base_url)  # a bad port is refused here
     prefix = str(values.get("api_prefix") or edition.default_prefix)
     if not prefix.startswith("/"):
         raise ConfigError("api_prefix", prefix, "a path starting with /")

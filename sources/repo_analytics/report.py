@@ -69,6 +69,8 @@ class RunReport:
     planned: dict[str, set[str]] = field(default_factory=dict)
     # the ids of the loads that wrote the run's rows (each row's `_dlt_load_id`)
     load_ids: list[str] = field(default_factory=list)
+    # where the run's rows come from: their `source` column (`origin.source_identity`)
+    source: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _began: float = field(default_factory=time.monotonic, repr=False)
     _ended: float | None = field(default=None, repr=False)
@@ -170,6 +172,7 @@ class RunReport:
                 "duration_seconds": round(duration, 3),
                 "wait_seconds_wall": round(totals.wait_seconds_wall, 3),
                 "wait_seconds_sum": round(totals.wait_seconds_sum, 3),
+                "source": self.source,
                 "window": [t.isoformat() for t in self.read_range] if self.read_range else None,
                 "resources": {k: rounded(asdict(v)) for k, v in counts.items()},
                 "skips": [asdict(s) for s in self.skips],

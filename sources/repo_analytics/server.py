@@ -354,8 +354,8 @@ def commits_at(level: str, scope: str) -> tuple[str, str]:
     return (
         table,
         f"""
-            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
-                   CAST(timezone('UTC', c.author_timestamp) AS DATE), 'utc', c.is_merge,
+            SELECT c.source, 'server', '{level}', {scope}, c.project_key, c.repository_slug,
+                   c.id, CAST(timezone('UTC', c.author_timestamp) AS DATE), 'utc', c.is_merge,
                    c.lines_added, c.lines_deleted
             FROM {{d}}.{table} c""",
     )
@@ -368,18 +368,19 @@ def pull_requests_at(level: str, scope: str) -> tuple[str, str]:
     return (
         table,
         f"""
-            SELECT 'server', '{level}', {scope}, c.project_key, c.repository_slug, c.id,
-                   c.state, c.created_at,
+            SELECT c.source, 'server', '{level}', {scope}, c.project_key, c.repository_slug,
+                   c.id, c.state, c.created_at,
                    CASE WHEN c.state <> 'OPEN' THEN coalesce(c.csv_resolved_at, c.updated_at) END,
                    CASE WHEN c.state = 'OPEN' THEN NULL
                         WHEN c.csv_resolved_at IS NOT NULL THEN 'csv_time_to_resolve'
                         ELSE 'updated_at' END
             FROM (SELECT j.*, j.created_at + to_seconds(x.seconds) AS csv_resolved_at
                   FROM {{d}}.{table} j
-                  LEFT JOIN (SELECT project, repository, pull_request_id,
+                  LEFT JOIN (SELECT source, project, repository, pull_request_id,
                                     max_by(time_to_resolve_s, last_updated_date) AS seconds
                              FROM {{optional:server_pull_request_exports}} GROUP BY ALL) x
-                    ON x.project = j.project_name AND x.repository = j.repository_name
+                    ON x.source = j.source AND x.project = j.project_name
+                   AND x.repository = j.repository_name
                    AND x.pull_request_id = j.id) c""",
     )
 
@@ -389,7 +390,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "server_commits",
             """
-            SELECT 'server', project_key, repository_slug, id, author_display_name,
+            SELECT source, 'server', project_key, repository_slug, id, author_display_name,
                    author_email, user_name, author_timestamp, NULL::TIMESTAMP,
                    lines_added, lines_deleted, is_merge, parent_count
             FROM {d}.server_commits""",
@@ -401,22 +402,23 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "server_pull_requests",
             """
-            SELECT 'server', p.project_key, p.repository_slug, p.id, p.title, p.state,
+            SELECT p.source, 'server', p.project_key, p.repository_slug, p.id, p.title, p.state,
                    p.created_at, p.updated_at, NULL::TIMESTAMPTZ, p.author_display_name,
                    p.author_user_name, p.to_branch, NULL::BIGINT, NULL::BIGINT,
                    (SELECT count(*) FROM {d}.server_pull_request_reviewers r
-                    WHERE r.project_key = p.project_key AND r.repository_slug = p.repository_slug
-                      AND r.id = p.id),
+                    WHERE r.source = p.source AND r.project_key = p.project_key
+                      AND r.repository_slug = p.repository_slug AND r.id = p.id),
                    CASE WHEN p.state <> 'OPEN' THEN coalesce(p.csv_resolved_at, p.updated_at) END,
                    CASE WHEN p.state = 'OPEN' THEN NULL
                         WHEN p.csv_resolved_at IS NOT NULL THEN 'csv_time_to_resolve'
                         ELSE 'updated_at' END
             FROM (SELECT j.*, j.created_at + to_seconds(x.seconds) AS csv_resolved_at
                   FROM {d}.server_pull_requests j
-                  LEFT JOIN (SELECT project, repository, pull_request_id,
+                  LEFT JOIN (SELECT source, project, repository, pull_request_id,
                                     max_by(time_to_resolve_s, last_updated_date) AS seconds
                              FROM {optional:server_pull_request_exports} GROUP BY ALL) x
-                    ON x.project = j.project_name AND x.repository = j.repository_name
+                    ON x.source = j.source AND x.project = j.project_name
+                   AND x.repository = j.repository_name
                    AND x.pull_request_id = j.id) p""",
         ),
     ),
@@ -424,7 +426,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "server_pull_request_statistics",
             """
-            SELECT 'server', level, scope, period, period_start, period_end,
+            SELECT source, 'server', level, scope, period, period_start, period_end,
                    pull_requests, open, merged, declined, NULL::BIGINT
             FROM {d}.server_pull_request_statistics""",
         ),
@@ -433,7 +435,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
         (
             "server_commit_statistics",
             """
-            SELECT 'server', level, scope, period, period_start, period_end, commits,
+            SELECT source, 'server', level, scope, period, period_start, period_end, commits,
                    lines_added, lines_deleted
             FROM {d}.server_commit_statistics""",
         ),
@@ -444,6 +446,7 @@ VIEWS: Final[dict[str, ViewParts]] = {
 # the CSV export's header is not published: used only when it had these columns
 OPTIONAL_TABLES: Final = {
     "server_pull_request_exports": {
+        "source": "VARCHAR",
         "project": "VARCHAR",
         "repository": "VARCHAR",
         "pull_request_id": "BIGINT",

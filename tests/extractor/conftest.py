@@ -4,7 +4,7 @@ Delta tables on a filesystem (the Parquet output), read back with SQL either way
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ DATASET = "repo_analytics"
 # The destinations a user can pick, each with its default settings: end-to-end tests of
 # tables against the truth run on both.
 DESTINATIONS = ("duckdb", "parquet")
-# The cloud edition's tables and natural keys, as the README's "Cloud edition" table states.
+# The cloud edition's tables and natural keys, as the README's "Cloud edition" table states:
+# each led by `source` (where the rows came from), then these.
 CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_commits": ("repository_slug", "hash"),
     "cloud_workspace_commits": ("repository_slug", "hash"),
@@ -42,6 +43,7 @@ CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "cloud_commit_change_statistics": ("repository_slug", "period_start", "period", "merges"),
     "cloud_users": ("uuid",),
 }
+CLOUD_PRIMARY_KEYS = {table: ("source", *key) for table, key in CLOUD_PRIMARY_KEYS.items()}
 # Fast retries for tests: the behaviour is the same, the waits are short.
 FAST_RETRY = {
     "backoff_base": 0.01,
@@ -60,6 +62,10 @@ class Loader:
     sim: Simulator
     path: Path
     destination: str = "duckdb"
+    # several hosts or workspaces load one dataset, each on a pipeline of its own
+    pipeline_name: str = "repo_analytics"
+    # rows of this `source` only, as if it had loaded the dataset alone (`of_source`)
+    only_source: str | None = None
 
     @property
     def db_file(self) -> Path:
@@ -76,6 +82,7 @@ class Loader:
             else dlt.destinations.filesystem(bucket_url=str(self.lake))
         )
         return make_pipeline(
+            pipeline_name=self.pipeline_name,
             destination=target,
             dataset_name=DATASET,
             pipelines_dir=str(self.path / "pipelines"),
@@ -101,8 +108,15 @@ class Loader:
     def load(self, **overrides: Any) -> LoadResult:
         return run_load(self.pipeline(), **self.source_args(**overrides))
 
+    def of_source(self, source: str) -> Loader:
+        """This loader, reading only the rows of `source` (tables without any are left out)."""
+        return replace(self, only_source=source)
+
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         """`sql` over the dataset, with the dataset as the default schema."""
+        if self.only_source is not None:
+            with source_connection(self, self.only_source) as con:
+                return con.execute(sql).fetchall()
         if self.destination == "duckdb":
             with duckdb.connect(str(self.db_file), read_only=True) as con:
                 if con.execute(
@@ -127,6 +141,39 @@ def lake_connection(lake: Path) -> duckdb.DuckDBPyConnection:
             con.register("delta_data", data)
             con.execute(f'CREATE TABLE "{table.name}" AS SELECT * FROM delta_data')
             con.unregister("delta_data")
+    return con
+
+
+def source_connection(loader: Loader, source: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding, in a schema named like the dataset, a copy of each data
+    table's rows of `source` (tables with none left out) and of dlt's own tables."""
+    if loader.destination == "duckdb":
+        con = duckdb.connect()
+        con.execute("ATTACH ? AS stored (READ_ONLY)", [str(loader.db_file)])
+        con.execute(f"CREATE SCHEMA {DATASET}")
+        for (table,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'stored' "
+            "AND table_schema = ? AND table_type = 'BASE TABLE'",
+            [DATASET],
+        ).fetchall():
+            con.execute(
+                f'CREATE TABLE {DATASET}."{table}" AS SELECT * FROM stored.{DATASET}."{table}"'
+            )
+        con.execute("DETACH stored")
+        con.execute(f"SET schema '{DATASET}'")
+    else:
+        con = lake_connection(loader.lake)
+    for table, columns in con.execute(
+        "SELECT table_name, list(column_name) FROM information_schema.columns "
+        "WHERE table_schema = ? GROUP BY ALL",
+        [DATASET],
+    ).fetchall():
+        if table.startswith("_dlt"):
+            continue
+        assert "source" in columns, f"{table} has no source column"
+        con.execute(f'DELETE FROM "{table}" WHERE source IS DISTINCT FROM ?', [source])
+        if not con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]:
+            con.execute(f'DROP TABLE "{table}"')
     return con
 
 

@@ -48,7 +48,8 @@ def cloud_sim(**fields: Any) -> Simulator:
 
 
 def data_tables(db_file: Path, tables: tuple[str, ...] = DATA_TABLES) -> dict[str, list[Any]]:
-    """Rows of the data tables without dlt's columns, in a stable order."""
+    """Rows of the data tables without dlt's columns, in a stable order; without `source`
+    too, which names the host (each simulator its own port)."""
     with duckdb.connect(str(db_file), read_only=True) as con:
         found: dict[str, list[Any]] = {}
         for table in tables:
@@ -57,6 +58,7 @@ def data_tables(db_file: Path, tables: tuple[str, ...] = DATA_TABLES) -> dict[st
                 for (c,) in con.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
                     "AND table_name = ? AND column_name NOT LIKE '\\_dlt%' ESCAPE '\\' "
+                    "AND column_name <> 'source' "
                     "ORDER BY column_name",
                     [DATASET, table],
                 ).fetchall()

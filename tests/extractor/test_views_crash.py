@@ -46,6 +46,7 @@ Row = tuple[Any, ...]
 # --------------------------------------------------------------------------------------------
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "commits": (
+        "source",
         "edition",
         "project_key",
         "repository_slug",
@@ -61,6 +62,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "parent_count",
     ),
     "pull_requests": (
+        "source",
         "edition",
         "project_key",
         "repository_slug",
@@ -80,6 +82,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "resolved_at_source",
     ),
     "pull_request_statistics": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -93,6 +96,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "superseded",
     ),
     "commit_statistics": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -104,6 +108,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "lines_deleted",
     ),
     "daily_author_activity": (
+        "source",
         "edition",
         "project_key",
         "repository_slug",
@@ -114,6 +119,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "lines_deleted",
     ),
     "pull_request_cycle_times": (
+        "source",
         "edition",
         "project_key",
         "repository_slug",
@@ -125,6 +131,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "resolved_at_source",
     ),
     "pull_request_outcomes_weekly": (
+        "source",
         "edition",
         "project_key",
         "repository_slug",
@@ -135,6 +142,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "resolutions_from_updated_at",
     ),
     "commits_by_level": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -148,6 +156,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "lines_deleted",
     ),
     "pull_requests_by_level": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -160,6 +169,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "resolved_at_source",
     ),
     "daily_commit_activity": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -172,6 +182,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "lines_deleted",
     ),
     "daily_pull_request_activity": (
+        "source",
         "edition",
         "level",
         "scope",
@@ -482,7 +493,10 @@ EXPECTED: dict[str, Callable[[Path, str], list[Row]]] = {
 
 
 def view_rows(db_file: Path, view: str, edition: str, zone: str = "UTC") -> Counter[Row]:
-    return Counter(query(db_file, f"SELECT * FROM {view} WHERE edition = ?", [edition], zone))
+    """The edition's rows of the view, less `source` (`test_view_source_is_the_base_tables`)."""
+    return Counter(
+        query(db_file, f"SELECT * EXCLUDE (source) FROM {view} WHERE edition = ?", [edition], zone)
+    )
 
 
 # A: tests ------------------------------------------------------------------------------------
@@ -548,6 +562,43 @@ def test_view_rows_are_the_base_table_mapped(
     assert view_rows(db_file, view, edition) == expected
     editions = {e for (e,) in query(db_file, f"SELECT DISTINCT edition FROM {view}")}
     assert editions == ({edition} if kind == "single" else set(EDITIONS))
+
+
+# each base view's table per edition, as the README's "Canonical views" table names them
+BASE_TABLES = {
+    "cloud": {
+        "commits": "cloud_commits",
+        "pull_requests": "cloud_pull_requests",
+        "pull_request_statistics": "cloud_pull_request_statistics",
+        "commit_statistics": "cloud_commit_change_statistics",
+    },
+    "server": {
+        "commits": "server_commits",
+        "pull_requests": "server_pull_requests",
+        "pull_request_statistics": "server_pull_request_statistics",
+        "commit_statistics": "server_commit_statistics",
+    },
+}
+
+
+@pytest.mark.parametrize("view", BASE_VIEWS)
+def test_view_source_is_the_base_tables(
+    view_dbs: ViewDbs, cloud_sim: Simulator, server_sim: Simulator, view: str
+) -> None:
+    """Every view row's `source` is its base row's: the host (and cloud workspace) it came
+    from, one per edition here."""
+    hosts = {"cloud": cloud_sim, "server": server_sim}
+    for edition, sim in hosts.items():
+        host = sim.base_url.split("//", 1)[1]
+        expected = f"{host}/{sim.info()['workspace']}" if edition == "cloud" else host
+        table = BASE_TABLES[edition][view]
+        assert query(view_dbs.both, f"SELECT DISTINCT source FROM {table}") == [(expected,)]
+        shown = query(
+            view_dbs.both,
+            f"SELECT source, count(*) FROM {view} WHERE edition = ? GROUP BY ALL",
+            [edition],
+        )
+        assert shown == [(expected, sum(view_rows(view_dbs.both, view, edition).values()))]
 
 
 def test_cloud_commit_times_are_local_and_server_times_utc(view_dbs: ViewDbs) -> None:
@@ -635,7 +686,7 @@ def resolved(view_dbs: ViewDbs) -> list[Row]:
 def test_pull_request_cycle_times(view_dbs: ViewDbs) -> None:
     """Closed pull requests only; resolved_at per edition; hours to the minute."""
     expected = resolved(view_dbs)
-    found = query(view_dbs.both, "SELECT * FROM pull_request_cycle_times")
+    found = query(view_dbs.both, "SELECT * EXCLUDE (source) FROM pull_request_cycle_times")
     assert Counter((*row[:7], row[8]) for row in found) == Counter(expected)
     assert {row[0] for row in found} == set(EDITIONS)
     sources = {(row[0], row[8]) for row in found}
@@ -673,7 +724,7 @@ def test_pull_request_outcomes_weekly(view_dbs: ViewDbs, zone: str) -> None:
     found = Counter(
         (edition, key, slug, week_of(week), merged, declined, superseded, updated)
         for edition, key, slug, week, merged, declined, superseded, updated in query(
-            view_dbs.both, "SELECT * FROM pull_request_outcomes_weekly", zone=zone
+            view_dbs.both, "SELECT * EXCLUDE (source) FROM pull_request_outcomes_weekly", zone=zone
         )
     )
     assert found == expected
@@ -687,7 +738,8 @@ def test_both_editions_in_one_dataset_is_the_union(view_dbs: ViewDbs, view: str)
     everything = Counter(query(view_dbs.both, f"SELECT * FROM {view}"))
     alone = Counter(query(view_dbs.single["cloud"], f"SELECT * FROM {view}"))
     alone.update(query(view_dbs.single["server"], f"SELECT * FROM {view}"))
-    assert {row[0] for row in everything} == set(EDITIONS)
+    assert {row[1] for row in everything} == set(EDITIONS)
+    assert len({row[0] for row in everything}) == 2  # each edition's host is a source
     assert everything == alone
 
 

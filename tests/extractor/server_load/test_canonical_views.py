@@ -13,18 +13,18 @@ from tests.extractor.server_load.conftest import Loaded
 from tests.extractor.server_load.truth import Truth, Window, at, commit_row, pr_row
 
 VIEW_COLUMNS = {
-    "commits": "edition, project_key, repository_slug, commit_id, author_name, author_email, "
-    "author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
+    "commits": "source, edition, project_key, repository_slug, commit_id, author_name, "
+    "author_email, author_user, authored_at_utc, authored_at_local, lines_added, lines_deleted, "
     "is_merge, parent_count",
-    "pull_requests": "edition, project_key, repository_slug, pull_request_id, title, state, "
-    "created_at, updated_at, closed_at, author_name, author_user, "
+    "pull_requests": "source, edition, project_key, repository_slug, pull_request_id, title, "
+    "state, created_at, updated_at, closed_at, author_name, author_user, "
     "target_branch, comment_count, task_count, reviewer_count, resolved_at, "
     "resolved_at_source",
-    "pull_request_statistics": "edition, level, scope, period, period_start, period_end, "
+    "pull_request_statistics": "source, edition, level, scope, period, period_start, period_end, "
     "pull_requests, open, merged, declined, superseded",
-    "commit_statistics": "edition, level, scope, period, period_start, period_end, commits, "
-    "lines_added, lines_deleted",
-    "daily_author_activity": "edition, project_key, repository_slug, author_name, day, "
+    "commit_statistics": "source, edition, level, scope, period, period_start, period_end, "
+    "commits, lines_added, lines_deleted",
+    "daily_author_activity": "source, edition, project_key, repository_slug, author_name, day, "
     "commits, lines_added, lines_deleted",
 }
 
@@ -54,11 +54,12 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     loader = loaded.loader
     view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM commits"))
     expected: list[tuple[Any, ...]] = sorted(
-        (p, s, i, name, email, user, when, None, added, deleted, merge, parents)
-        for p, s, i, name, email, user, when, added, deleted, merge, parents in select(
+        (src, p, s, i, name, email, user, when, None, added, deleted, merge, parents)
+        for src, p, s, i, name, email, user, when, added, deleted, merge, parents in select(
             loader,
             "server_commits",
             (
+                "source",
                 "project_key",
                 "repository_slug",
                 "id",
@@ -84,6 +85,7 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     )
     expected = sorted(
         (
+            src,
             p,
             s,
             i,
@@ -99,10 +101,11 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
             None,
             reviewers[(p, s, i)],
         )
-        for p, s, i, title, state, created, updated, name, user, branch in select(
+        for src, p, s, i, title, state, created, updated, name, user, branch in select(
             loader,
             "server_pull_requests",
             (
+                "source",
                 "project_key",
                 "repository_slug",
                 "id",
@@ -125,6 +128,7 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
             loader,
             "server_pull_request_statistics",
             (
+                "source",
                 "level",
                 "scope",
                 "period",
@@ -145,6 +149,7 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
             loader,
             "server_commit_statistics",
             (
+                "source",
                 "level",
                 "scope",
                 "period",

@@ -67,6 +67,8 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "server_pull_request_exports": ("level", "scope", "project", "repository", "pull_request_id"),
     "server_commit_files": ("project_key", "repository_slug", "id", "path"),
 }
+# each led by `source`, where the rows came from (README: Self-hosted edition)
+PRIMARY_KEYS = {table: ("source", *key) for table, key in PRIMARY_KEYS.items()}
 ALL_TABLES = frozenset(PRIMARY_KEYS) - {"server_commit_files"}
 COMMIT_COLUMNS = (
     "project_key",
