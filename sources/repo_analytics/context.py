@@ -3,6 +3,7 @@ handed to dlt with their table hints."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -49,7 +50,8 @@ class ReadContext:
     report: RunReport
     working_paths: dict[str, str] = field(default_factory=dict)
     directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
-    # natural keys yielded so far in this run, per table (see `emit`)
+    # natural keys yielded so far in this run, per table, or per table and scope where only
+    # one read of the scope yields them (see `emit`)
     emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -99,7 +101,9 @@ def table_hints(
     return hints
 
 
-def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
+def emit(
+    ctx: ReadContext, table: pa.Table, hints: Any, scope: Scope | None = None
+) -> Iterator[Batch]:
     """`table` with its hints, less the rows that must not reach the destination twice.
 
     Each natural key is yielded once per run: several levels read the same commit (one set
@@ -112,14 +116,19 @@ def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
     Where the destination upserts (Delta tables), hard-delete marker rows are dropped: a Delta
     table stores them on its first load, and an emptied list is pruned after the load instead
     (`pipelines/lake.py`).
+
+    With `scope`, the table's keys name the scope and only one read of it yields them (a
+    CSV export): its keys are held apart and forgotten when that read ends (`forget`), not
+    kept to the end of the run.
     """
     name = hints["table_name"]
+    seen_at = name if scope is None else scoped(name, scope)
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
     table = with_source(table, ctx.plan.source)
-    key_columns = [table.column(c).to_pylist() for c in hints["primary_key"]]
+    key_columns = [key_values(table.column(c)) for c in hints["primary_key"]]
     with ctx.lock:
-        seen = ctx.emitted.setdefault(name, set())
+        seen = ctx.emitted.setdefault(seen_at, set())
         keep = []
         for key in zip(*key_columns, strict=True):
             keep.append(key not in seen)
@@ -128,6 +137,27 @@ def emit(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
         table = table.filter(pa.array(keep, type=pa.bool_()))
     if table.num_rows:
         yield Batch(table, hints)
+
+
+def scoped(table: str, scope: Scope) -> str:
+    return f"{table} {scope.level}:{scope.key}"
+
+
+def forget(ctx: ReadContext, table: str, scope: Scope) -> None:
+    """The keys `emit` held for one read of `scope` (its last row is yielded)."""
+    with ctx.lock:
+        ctx.emitted.pop(scoped(table, scope), None)
+
+
+def key_values(column: pa.ChunkedArray) -> list[Any]:
+    """A key column's values, for the run's set of keys emitted. A value every row of the
+    batch shares (the source, a level, a scope, a repository) is one interned object rather
+    than a string per row: the set lives to the end of the run, and a year's CSV exports put a
+    million keys in it."""
+    if len(column) > 1 and column.null_count == 0 and pc.count_distinct(column).as_py() == 1:
+        value = column[0].as_py()
+        return [sys.intern(value) if isinstance(value, str) else value] * len(column)
+    return column.to_pylist()
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from .context import ReadContext, Scope, emit, label_of, nullability, table_hints
+from .context import ReadContext, Scope, emit, forget, label_of, nullability, table_hints
 from .dates import utc_from_iso, windows
 from .origin import SOURCE
 from .readers import bounds, date_params
@@ -132,7 +132,8 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
         }
         for table in csv_tables(lines, context):
             ctx.report.count_rows(label, table.num_rows)
-            yield from emit(ctx, table, export_hints(ctx, endpoint, table))
+            yield from emit(ctx, table, export_hints(ctx, endpoint, table), scope)
+    forget(ctx, endpoint.table, scope)  # a scope's export is read once a run
 
 
 def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
