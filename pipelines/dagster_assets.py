@@ -18,6 +18,9 @@ Nothing is read or resolved at import: Dagster calls `defs` when it loads the co
 No `from __future__ import annotations` here: Dagster reads the asset function's annotations.
 """
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -148,16 +151,31 @@ def load_window(
     )
 
 
+def specs_pipeline(settings: PartitionsSettings) -> dlt.Pipeline:
+    """The pipeline `@dlt_assets` describes the assets with (it loads nothing), in a folder of
+    this process's own, removed at exit: Dagster builds the definitions in every run's process,
+    and dlt writes a pipeline's working folder when it makes one, so processes sharing one
+    folder raced (a run failed with FileNotFoundError on the state file)."""
+    folder = Path(tempfile.mkdtemp(prefix="repo-analytics-dagster-specs-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return make_pipeline(
+        pipeline_name=settings.pipeline_name,
+        destination=Destination.from_reference(settings.destination),
+        dataset_name=settings.dataset,
+        pipelines_dir=str(folder),
+        schemas_dir=folder / "schemas",
+    )
+
+
 def window_assets(
     settings: PartitionsSettings, source_args: dict[str, Any] | None = None
 ) -> dg.AssetsDefinition:
     """The partitioned assets: one per resource, materialised together per window."""
     explicit = dict(source_args or {})
-    specs_pipeline = partition_pipeline(settings, "specs")
 
     @dlt_assets(
         dlt_source=resource_shapes(explicit),
-        dlt_pipeline=specs_pipeline,
+        dlt_pipeline=specs_pipeline(settings),
         name="repo_analytics_windows",
         dagster_dlt_translator=ResourceTranslator(),
         partitions_def=window_partitions(settings),
