@@ -149,12 +149,19 @@ def forget(ctx: ReadContext, table: str, scope: Scope) -> None:
         ctx.emitted.pop(scoped(table, scope), None)
 
 
+SHARED_VALUE_ROWS = 64  # below it the check costs more than the strings it saves
+
+
 def key_values(column: pa.ChunkedArray) -> list[Any]:
     """A key column's values, for the run's set of keys emitted. A value every row of the
     batch shares (the source, a level, a scope, a repository) is one interned object rather
     than a string per row: the set lives to the end of the run, and a year's CSV exports put a
     million keys in it."""
-    if len(column) > 1 and column.null_count == 0 and pc.count_distinct(column).as_py() == 1:
+    if (
+        len(column) >= SHARED_VALUE_ROWS
+        and column.null_count == 0
+        and pc.count_distinct(column).as_py() == 1
+    ):
         value = column[0].as_py()
         return [sys.intern(value) if isinstance(value, str) else value] * len(column)
     return column.to_pylist()
