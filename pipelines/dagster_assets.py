@@ -126,7 +126,11 @@ def partition_pipeline(settings: PartitionsSettings, key: str) -> dlt.Pipeline:
     """The partition's pipeline: the shared name and dataset, a working folder and schema
     folder of its own (runs of other partitions may be going on at once)."""
     base = Path(settings.pipelines_dir or Path.home() / ".dlt" / "pipelines")
-    folder = base / "partitions" / key
+    return pipeline_in(settings, base / "partitions" / key)
+
+
+def pipeline_in(settings: PartitionsSettings, folder: Path) -> dlt.Pipeline:
+    """The shared name, destination and dataset, with `folder` for working files and schemas."""
     return make_pipeline(
         pipeline_name=settings.pipeline_name,
         destination=Destination.from_reference(settings.destination),
@@ -158,13 +162,7 @@ def specs_pipeline(settings: PartitionsSettings) -> dlt.Pipeline:
     folder raced (a run failed with FileNotFoundError on the state file)."""
     folder = Path(tempfile.mkdtemp(prefix="repo-analytics-dagster-specs-"))
     atexit.register(shutil.rmtree, folder, True)
-    return make_pipeline(
-        pipeline_name=settings.pipeline_name,
-        destination=Destination.from_reference(settings.destination),
-        dataset_name=settings.dataset,
-        pipelines_dir=str(folder),
-        schemas_dir=folder / "schemas",
-    )
+    return pipeline_in(settings, folder)
 
 
 def window_assets(

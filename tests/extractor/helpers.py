@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from pipelines.load import LoadResult
@@ -138,3 +139,17 @@ def run_with_log(
     before = sim.requests()["total"]
     result = loader.load(**overrides)
     return result, sim.requests(since=before)["log"]
+
+
+def folder_flags(folder: Path) -> list[str]:
+    """The CLI's global options that keep a run's files in `folder` (before the command)."""
+    return [
+        "--duckdb",
+        str(folder / "data.duckdb"),
+        "--pipelines-dir",
+        str(folder / "pipelines"),
+        "--schemas-dir",
+        str(folder / "schemas"),
+        "--progress",
+        "off",
+    ]

@@ -35,6 +35,7 @@ from pipelines.cli import build_parser, main
 from simulator import Simulator
 from sources.repo_analytics.config import SECRET_KEYS, env_name, setting_keys
 from tests.conftest import FIXED_NOW
+from tests.extractor.helpers import folder_flags
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CLI = Path(sys.executable).parent / "repo-analytics"
@@ -538,21 +539,7 @@ def run_load(
         monkeypatch.setenv(env_name(key), value)
     before = sim.requests()["total"]
     capsys.readouterr()
-    code = main(
-        [
-            "--duckdb",
-            str(folder / "data.duckdb"),
-            "--pipelines-dir",
-            str(folder / "pipelines"),
-            "--schemas-dir",
-            str(folder / "schemas"),
-            "--progress",
-            "off",
-            "load",
-            "--no-reconcile",
-            *flags,
-        ]
-    )
+    code = main([*folder_flags(folder), "load", "--no-reconcile", *flags])
     out = capsys.readouterr()
     seen = sim.requests(since=before)
     report_file = folder / "data.report.json"

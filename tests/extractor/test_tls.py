@@ -28,7 +28,7 @@ from simulator import Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.cloud_load import truth as cloud_truth
 from tests.extractor.conftest import Loader
-from tests.extractor.helpers import data_tables
+from tests.extractor.helpers import data_tables, folder_flags
 from tests.extractor.server_load import truth as server_truth
 
 MakeSim = Callable[..., Simulator]
@@ -169,21 +169,7 @@ def load(
     for name, value in {**settings_of(sim), **(env or {})}.items():
         monkeypatch.setenv(name, value)
     capsys.readouterr()
-    code = main(
-        [
-            "--duckdb",
-            str(folder / "data.duckdb"),
-            "--pipelines-dir",
-            str(folder / "pipelines"),
-            "--schemas-dir",
-            str(folder / "schemas"),
-            "--progress",
-            "off",
-            "load",
-            "--no-reconcile",
-            *flags,
-        ]
-    )
+    code = main([*folder_flags(folder), "load", "--no-reconcile", *flags])
     out = capsys.readouterr()
     return code, out.out, out.err
 
