@@ -33,7 +33,12 @@ from pipelines.backfill import BackfillResult, run_backfill
 from pipelines.reconcile import Reconciliation, reconcile
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
+from tests.extractor.cloud_load.truth import PR_COLUMNS as CLOUD_PR_COLUMNS
+from tests.extractor.cloud_load.truth import pr_row as cloud_pr
 from tests.extractor.conftest import DATASET, Loader
+from tests.extractor.server_load.truth import COMMIT_COLUMNS as SERVER_COMMIT_COLUMNS
+from tests.extractor.server_load.truth import PR_COLUMNS as SERVER_PR_COLUMNS
+from tests.extractor.server_load.truth import pr_row as server_pr
 
 CLOCK = datetime.fromtimestamp(FIXED_NOW, UTC)  # 2026-06-01T00:00Z, a Monday
 SINCE = datetime(2026, 3, 1, tzinfo=UTC)  # before the tiny history (90 days) begins
@@ -74,26 +79,6 @@ def cloud_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def cloud_pr(p: Mapping[str, Any]) -> tuple[Any, ...]:
-    facts = p["_sim"]
-    closed = facts["closed_ms"]
-    return (
-        p["destination"]["repository"]["slug"],
-        p["id"],
-        p["title"],
-        p["state"],
-        p["closed"],
-        p["author"]["display_name"],
-        p["author"]["uuid"],
-        p["destination"]["branch"]["name"],
-        from_ms(facts["created_ms"]),
-        from_ms(facts["updated_ms"]),
-        from_ms(closed) if closed is not None else None,
-        p["comment_count"],
-        p["task_count"],
-    )
-
-
 def server_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
     repo, user = c["repository"], c.get("user") or {}
     return (
@@ -112,38 +97,6 @@ def server_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
         c["linesOfCode"]["deleted"],
         len(c["parents"]),
         len(c["_sim"]["parents"]) > 1,
-    )
-
-
-def server_pr(p: Mapping[str, Any]) -> tuple[Any, ...]:
-    to, origin, author = p["toRef"], p["fromRef"], p["author"]["user"]
-    return (
-        to["repository"]["project"]["key"],
-        to["repository"]["slug"],
-        p["id"],
-        p["title"],
-        p["description"],
-        p["state"],
-        p["open"],
-        p["closed"],
-        p["locked"],
-        p["version"],
-        from_ms(p["createdDate"]),
-        from_ms(p["updatedDate"]),
-        author["name"],
-        author["displayName"],
-        author["emailAddress"],
-        origin["displayId"],
-        origin["id"],
-        origin["repository"]["project"]["key"],
-        origin["repository"]["slug"],
-        origin["latestCommit"],
-        to["displayId"],
-        to["id"],
-        to["latestCommit"],
-        to["repository"]["name"],
-        to["repository"]["project"]["name"],
-        p["links"]["self"][0]["href"],
     )
 
 
@@ -179,21 +132,7 @@ EDITIONS: dict[str, EditionTables] = {
         ),
         cloud_commit,
         "cloud_pull_requests",
-        (
-            "repository_slug",
-            "id",
-            "title",
-            "state",
-            "closed",
-            "author_display_name",
-            "author_uuid",
-            "destination_branch",
-            "created_at",
-            "updated_at",
-            "closed_at",
-            "comment_count",
-            "task_count",
-        ),
+        CLOUD_PR_COLUMNS,
         cloud_pr,
         2,
         lambda c: from_z(c["_sim"]["instant"]),
@@ -202,53 +141,10 @@ EDITIONS: dict[str, EditionTables] = {
     ),
     "server": EditionTables(
         "server_commits",
-        (
-            "project_key",
-            "repository_slug",
-            "id",
-            "repository_name",
-            "project_name",
-            "author_display_name",
-            "author_email",
-            "user_name",
-            "user_display_name",
-            "user_email",
-            "author_timestamp",
-            "lines_added",
-            "lines_deleted",
-            "parent_count",
-            "is_merge",
-        ),
+        SERVER_COMMIT_COLUMNS,
         server_commit,
         "server_pull_requests",
-        (
-            "project_key",
-            "repository_slug",
-            "id",
-            "title",
-            "description",
-            "state",
-            "open",
-            "closed",
-            "locked",
-            "version",
-            "created_at",
-            "updated_at",
-            "author_user_name",
-            "author_display_name",
-            "author_email",
-            "from_branch",
-            "from_ref",
-            "from_project_key",
-            "from_repository_slug",
-            "from_latest_commit",
-            "to_branch",
-            "to_ref",
-            "to_latest_commit",
-            "repository_name",
-            "project_name",
-            "link",
-        ),
+        SERVER_PR_COLUMNS,
         server_pr,
         3,
         lambda c: from_z(c["authorTimestamp"]),
