@@ -347,9 +347,11 @@ def check_file_settings(args: argparse.Namespace, values: Any) -> None:
     """The DuckDB file's own settings: the lock wait, and the published copy's path (only
     for the DuckDB destination)."""
     from pipelines.duckdb_file import PUBLISH_KEY, lock_wait, publish_target
+    from pipelines.duckdb_memory import memory_limit
     from sources.repo_analytics import ConfigError
 
     lock_wait(values)
+    memory_limit(values)
     if values.get(PUBLISH_KEY) and args.destination != "duckdb":
         raise ConfigError(
             PUBLISH_KEY,
@@ -620,8 +622,10 @@ def cli_destination(args: argparse.Namespace) -> Any:
     from sources.repo_analytics import ConfigError
 
     if args.destination == "duckdb":
+        from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination
+
         check_duckdb_path(args.duckdb)
-        return dlt.destinations.duckdb(args.duckdb)
+        return duckdb_destination(args.duckdb, configured_memory_limit(flag_settings(args)))
     if args.destination == "parquet":
         return dlt.destinations.filesystem(bucket_url=args.parquet_dir)
     try:
@@ -668,8 +672,11 @@ def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
 
 def guarded(command: Any) -> int:
     """Run a command; every failure becomes one line on stderr and an exit code."""
+    import duckdb
+
+    from pipelines.duckdb_file import MEMORY_KEY
     from sources.repo_analytics import ConfigError, RepoAnalyticsError, RetryBudgetExhausted
-    from sources.repo_analytics.errors import DuckDBFileHeld
+    from sources.repo_analytics.errors import DuckDBFileHeld, DuckDBOutOfMemory
 
     try:
         return int(command())
@@ -681,6 +688,9 @@ def guarded(command: Any) -> int:
             return fail(EXIT_STOPPED, f"stopped: {cause}")
         if isinstance(cause, DuckDBFileHeld):
             return fail(EXIT_HELD, f"stopped: {cause}")
+        if isinstance(cause, duckdb.OutOfMemoryException):
+            detail = str(cause).splitlines()[0].removeprefix("Out of Memory Error: ")
+            return fail(EXIT_FATAL, f"failed: {DuckDBOutOfMemory(detail, MEMORY_KEY)}")
         if isinstance(cause, RepoAnalyticsError):
             return fail(EXIT_FATAL, f"failed: {cause}")
         return fail(EXIT_FATAL, f"failed: {type(cause).__name__}: {cause}")

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import dlt
 import duckdb
 
 from pipelines.backfill import run_backfill
+from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress
 from pipelines.reconcile import reconcile
@@ -48,7 +48,7 @@ def run_demo(args: argparse.Namespace) -> int:
         source_args = demo_source_args(sim, info)
         pipeline = make_pipeline(
             "repo_analytics_demo",
-            dlt.destinations.duckdb(str(db_file)),
+            duckdb_destination(str(db_file), memory_limit({})),
             args.dataset,
             str(work / "pipelines"),
             work / "schemas",

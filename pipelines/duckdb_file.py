@@ -39,7 +39,9 @@ T = TypeVar("T")
 
 WAIT_KEY: Final = "duckdb_lock_wait_seconds"
 PUBLISH_KEY: Final = "publish_duckdb_to"
-FILE_KEYS: Final = (WAIT_KEY, PUBLISH_KEY)  # settings of the pipelines, not of the source
+MEMORY_KEY: Final = "duckdb_memory_limit"  # checked and applied in pipelines/duckdb_memory.py
+# settings of the pipelines, not of the source
+FILE_KEYS: Final = (WAIT_KEY, PUBLISH_KEY, MEMORY_KEY)
 # DuckDB's message when another process holds the file (DuckDB 1.x and 2.0)
 HELD: Final = re.compile(
     r'Could not set lock on file "(?P<path>[^"]+)": Conflicting lock is held in '

@@ -33,6 +33,7 @@ import dlt
 import duckdb
 
 from pipelines.duckdb_file import NOT_RECONCILED, lock_wait, waiting
+from pipelines.duckdb_memory import connection_config, memory_limit
 from pipelines.lake import LOAD_ID, delta_tables
 from pipelines.warehouse import warehouse_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
@@ -230,7 +231,8 @@ def reconcile(
 ) -> Reconciliation:
     """Compare every repository of a DuckDB file's dataset, window by window, with the API.
     `run_loads`: the ids of the run's own loads (see `reconcile_with`)."""
-    with duckdb.connect(db_file, read_only=True) as con:
+    limit = connection_config(memory_limit(source_args))
+    with duckdb.connect(db_file, read_only=True, config=limit) as con:
         return reconcile_with(con, dataset, windows, source_args, run_loads)
 
 

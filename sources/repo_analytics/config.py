@@ -228,6 +228,14 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
         high=86400,
         whole=False,
     )
+    duckdb_memory_limit: str = setting(
+        "150MB",
+        "the most memory DuckDB takes for its work on the file (the load's merges, "
+        "reconciliation); past it DuckDB spills to a temporary folder next to the file",
+        "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB), or `default` "
+        "(DuckDB's own: 80 % of the machine's memory)",
+        "150MB",
+    )
     publish_duckdb_to: str | None = setting(
         None,
         "after each load or backfill, a copy of the DuckDB file for readers (BI tools), "

@@ -149,3 +149,14 @@ class PublishFailed(RepoAnalyticsError):
             f"could not publish the DuckDB file to {path}: {error.strerror or error}; "
             f"{leaves} — check that its folder can be written and has room"
         )
+
+
+class DuckDBOutOfMemory(RepoAnalyticsError):
+    """DuckDB needed more memory than `duckdb_memory_limit` lets it take, spilling included."""
+
+    def __init__(self, detail: str, key: str) -> None:
+        super().__init__(
+            f"DuckDB ran out of memory under {key}: {detail}; a package that was extracted "
+            f"is kept and lands on the next run — raise {key} (e.g. 1GB, or `default`: "
+            "DuckDB's own 80 % of the machine's memory) and rerun"
+        )

@@ -718,6 +718,12 @@ CONFIG: list[tuple[str, tuple[str, ...], dict[str, str | None], tuple[str, ...]]
         ("config `token` has invalid value `(empty)`", "SOURCES__REPO_ANALYTICS__TOKEN"),
     ),
     (
+        "duckdb-memory-limit",
+        ("--duckdb-memory-limit", "lots"),
+        {},
+        ("config `duckdb_memory_limit` has invalid value `lots`", "256MB or 2GB", "`default`"),
+    ),
+    (
         "retry-key",
         (),
         {"SOURCES__REPO_ANALYTICS__RETRY": '{"max_attemps": 3}'},

@@ -293,6 +293,13 @@ def stops_held_after(seconds: int) -> Callable[[Run], None]:
     return check
 
 
+def out_of_memory(run: Run) -> None:
+    """DuckDB stopped by the limit: exit 1, one line naming the key; the data was extracted."""
+    assert run.code == 1, run.err
+    assert "ran out of memory under duckdb_memory_limit" in run.err
+    assert run.log
+
+
 def published_at(relative: str) -> Callable[[Run], None]:
     """The run report names the copy, which holds the loaded rows."""
 
@@ -427,6 +434,8 @@ CASES: dict[str, Case] = {
     # an HTTPS host whose CA only this file holds: the run fails without it (test_tls.py)
     "ca_bundle": Case(lambda sim: str(sim.ca_file), ok, sim={"tls": True}),
     "duckdb_lock_wait_seconds": Case(lambda sim: "1", stops_held_after(1)),
+    # 1MB cannot hold even a small load's merge: the run stops, naming the key
+    "duckdb_memory_limit": Case(lambda sim: "1MB", out_of_memory),
     "publish_duckdb_to": Case(lambda sim: "bi/copy.duckdb", published_at("bi/copy.duckdb")),
     "token": Case(lambda sim: sim.config.token, authenticated("token")),
     "username": Case(lambda sim: sim.config.username, authenticated("basic"), edition="server"),

@@ -1,0 +1,69 @@
+"""How much memory DuckDB may take while a run works on the file: `duckdb_memory_limit`.
+
+DuckDB's own default is 80 % of the machine's memory, and a merge takes what it is given: a
+year's CSV exports merged into their tables took the run from ~520 MB (extracting) to
+~1,000 MB (loading) on the medium self-hosted year. Under a limit DuckDB spills what does not
+fit to a temporary folder next to the file (`<file>.tmp`) and removes it afterwards: measured
+there, 150 MB held the run to ~510 MB at the same speed (bench/results/year-*.md).
+
+The limit reaches dlt's connections as DuckDB's `memory_limit` in the credentials'
+`global_config` (dlt's own setting, which wins where it names `memory_limit`), and our own
+connections (reconciliation) as their `config`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import dlt
+from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+
+from pipelines.duckdb_file import MEMORY_KEY
+from sources.repo_analytics.config import SECTION, default_of
+from sources.repo_analytics.errors import ConfigError
+
+DUCKDB_DEFAULT: Final = "default"  # DuckDB's own limit: 80 % of the machine's memory
+SIZE: Final = re.compile(r"(?i)^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$")
+VALID: Final = "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB), or `default`"
+DLT_GLOBAL_CONFIG: Final = "destination.duckdb.credentials.global_config"
+
+
+def memory_limit(values: Mapping[str, Any]) -> str | None:
+    """`duckdb_memory_limit` of resolved settings (the default when unset), checked; None for
+    DuckDB's own limit."""
+    value = values.get(MEMORY_KEY)
+    text = str(default_of(MEMORY_KEY) if value is None else value).strip()
+    if text.lower() == DUCKDB_DEFAULT:
+        return None
+    if not SIZE.match(text) or float(re.sub(r"[^\d.]", "", text)) <= 0:
+        raise ConfigError(MEMORY_KEY, value, VALID)
+    return text.replace(" ", "")
+
+
+def configured_memory_limit(explicit: Mapping[str, Any]) -> str | None:
+    """The limit from `explicit` settings (flags), else as configured (its variable or
+    `.dlt/config.toml`): for commands that resolve no other setting."""
+    value = explicit.get(MEMORY_KEY)
+    if value is None:
+        value = dlt.config.get(".".join((*SECTION, MEMORY_KEY)))
+    return memory_limit({MEMORY_KEY: value})
+
+
+def duckdb_destination(path: str, limit: str | None) -> Any:
+    """dlt's DuckDB destination for the file at `path`, DuckDB held to `limit`."""
+    if limit is None:
+        return dlt.destinations.duckdb(path)
+    credentials = DuckDbCredentials(path)
+    configured: Any = dlt.config.get(DLT_GLOBAL_CONFIG) or {}
+    if isinstance(configured, str):  # a variable's JSON text
+        configured = json.loads(configured)
+    credentials.global_config = {"memory_limit": limit, **dict(configured)}
+    return dlt.destinations.duckdb(credentials)
+
+
+def connection_config(limit: str | None) -> dict[str, Any]:
+    """`duckdb.connect(..., config=...)` for our own connections to the file."""
+    return {} if limit is None else {"memory_limit": limit}

@@ -1,0 +1,78 @@
+"""`duckdb_memory_limit` (issue 11): the limit reaches DuckDB through dlt's own credentials
+setting, dlt's `global_config` wins where it names a limit, and values are checked.
+
+Real dlt pipelines into real DuckDB files; the limit read back from DuckDB itself. A run
+stopped by the limit, and a bad value on the command line, are in test_config_keys.py and
+test_client_faults.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dlt
+import pytest
+
+from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination, memory_limit
+from sources.repo_analytics.config import default_of
+from sources.repo_analytics.errors import ConfigError
+
+MIB = 2**20
+
+
+def limit_in_duckdb(folder: Path, limit: str | None) -> tuple[float, int]:
+    """Load one row through dlt with `limit`; DuckDB's memory limit (MiB) and threads as a
+    connection of dlt's sees them."""
+    pipeline = dlt.pipeline(
+        "memory_probe",
+        destination=duckdb_destination(str(folder / "memory.duckdb"), limit),
+        dataset_name="probe",
+        pipelines_dir=str(folder / "pipelines"),
+    )
+    pipeline.run([{"id": 1}], table_name="rows")
+    with pipeline.sql_client() as client:
+        (text, threads), *_ = client.execute_sql(
+            "SELECT current_setting('memory_limit'), current_setting('threads')"
+        )
+    number, unit = str(text).split()
+    return float(number) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit], int(threads)
+
+
+def test_the_default_limit_reaches_dlts_connections(tmp_path: Path) -> None:
+    default = memory_limit({})
+    assert default == default_of("duckdb_memory_limit") == "150MB"
+    mib, _ = limit_in_duckdb(tmp_path, default)
+    assert mib == pytest.approx(150e6 / MIB, abs=0.1)
+
+
+def test_default_leaves_duckdbs_own_limit(tmp_path: Path) -> None:
+    """`default`: DuckDB's own limit, 80 % of the machine's memory: far above ours."""
+    assert memory_limit({"duckdb_memory_limit": "default"}) is None
+    mib, _ = limit_in_duckdb(tmp_path, None)
+    assert mib > 1024
+
+
+def test_dlts_global_config_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG",
+        '{"memory_limit": "100MB", "threads": 1}',
+    )
+    mib, threads = limit_in_duckdb(tmp_path, "150MB")
+    assert mib == pytest.approx(100e6 / MIB, abs=0.1)
+    assert threads == 1
+
+
+def test_the_variable_sets_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOURCES__REPO_ANALYTICS__DUCKDB_MEMORY_LIMIT", "0.5GB")
+    assert configured_memory_limit({}) == "0.5GB"
+    assert configured_memory_limit({"duckdb_memory_limit": "64MiB"}) == "64MiB"  # a flag wins
+    mib, _ = limit_in_duckdb(tmp_path, configured_memory_limit({}))
+    assert mib == pytest.approx(0.5e9 / MIB, abs=0.1)
+
+
+@pytest.mark.parametrize("value", ["lots", "0MB", "12", "-5MB", "80%", ""])
+def test_a_bad_value_names_the_key_and_the_valid_ones(value: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        memory_limit({"duckdb_memory_limit": value})
+    assert raised.value.key == "duckdb_memory_limit"
+    assert "256MB or 2GB" in str(raised.value) and "`default`" in str(raised.value)
