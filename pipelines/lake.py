@@ -100,16 +100,16 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
     """(owner key, position) of each child row written before its owner's newest load."""
     key = [*child.parent_key]
     with duckdb.connect() as con:
-        con.register("children", children.to_pyarrow_table(columns=[*key, child.position, LOAD_ID]))
+        con.register("children", children.to_pyarrow_dataset())
+        names = ", ".join(f'"{c}"' for c in key)
         owners = []
         for index, root in enumerate(roots):
             if has_load_ids(root):
-                con.register(f"root_{index}", root.to_pyarrow_table(columns=[*key, LOAD_ID]))
-                owners.append(f"SELECT * FROM root_{index}")
-        if not owners:
-            return con.sql("SELECT * FROM children LIMIT 0").to_arrow_table()
-        names = ", ".join(f'"{c}"' for c in key)
+                con.register(f"root_{index}", root.to_pyarrow_dataset())
+                owners.append(f"SELECT {names}, {LOAD_ID} FROM root_{index}")
         picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
+        if not owners:
+            return con.sql(f"SELECT {picked} FROM children c LIMIT 0").to_arrow_table()
         joined = " AND ".join(f'c."{c}" = o."{c}"' for c in key)
         return con.sql(
             f"WITH owner AS (SELECT {names}, max(CAST({LOAD_ID} AS DOUBLE)) AS newest "

@@ -14,6 +14,7 @@ import dlt
 import duckdb
 import pytest
 
+from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import LoadResult, make_pipeline, run_load
 from simulator import Simulator
 from tests.conftest import FIXED_NOW
@@ -77,7 +78,7 @@ class Loader:
 
     def pipeline(self) -> dlt.Pipeline:
         target: Any = (
-            dlt.destinations.duckdb(str(self.db_file))
+            duckdb_destination(str(self.db_file), memory_limit({}))  # as users get it
             if self.destination == "duckdb"
             else dlt.destinations.filesystem(bucket_url=str(self.lake))
         )
