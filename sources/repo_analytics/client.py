@@ -10,7 +10,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
@@ -100,24 +100,6 @@ def retry_after_seconds(value: str | None) -> float | None:
 def content_kind(response: requests.Response) -> str:
     """The answer's media type without parameters, lower case (`text/csv`)."""
     return response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-
-
-def split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """The body's lines with their line endings, however it was cut into chunks.
-
-    Not requests' `iter_lines`: it splits each chunk on its own, so a CRLF cut between two
-    chunks yields an extra empty line (a blank CSV row), and it drops the line endings that a
-    quoted CSV field may hold.
-    """
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        lines = pending.split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            yield line + b"\n"
-    if pending:
-        yield pending
 
 
 class HostGate:
@@ -244,18 +226,18 @@ class ApiClient:
         """One JSON answer; retried on transient failures, classified otherwise."""
         return self._retrying(lambda: self._get_json_once(path, params, label), label)
 
-    def get_lines(
+    def get_body(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str = "text/csv"
-    ) -> Iterator[bytes]:
-        """A text body line by line (CSV exports), never held whole in memory.
+    ) -> IO[bytes]:
+        """A text body (CSV exports) as a file to read from its start, never held whole in
+        memory; the caller closes it.
 
         The body is read to its end into a spooled file (memory up to `SPOOL_BYTES`, disk
-        beyond) before the first line is given out: a stream cut short is retried like a cut
-        JSON body, the export asked for again whole, and no line of a partial body is read.
+        beyond) before it is handed over: a stream cut short is retried like a cut JSON
+        body, the export asked for again whole, and no line of a partial body is read.
         """
-        body = self._retrying(lambda: self._download(path, params, label, accept), label)
-        with body:
-            yield from split_lines(iter(lambda: body.read(CHUNK_BYTES), b""))
+        body: IO[bytes] = self._retrying(lambda: self._download(path, params, label, accept), label)
+        return body
 
     def _retrying(self, call: Any, label: str) -> Any:
         retrying = Retrying(

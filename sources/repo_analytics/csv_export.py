@@ -1,4 +1,4 @@
-"""CSV exports: streamed line by line, header read from the answer, typed by column name.
+"""CSV exports: read in blocks by Arrow, header read from the answer, typed by column name.
 
 The exact header is not published, so nothing here names a column the host must send:
 types come from name patterns, and the natural key from the endpoint table's candidates when
@@ -12,9 +12,11 @@ import csv
 import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv as pa_csv
 
 from .context import ReadContext, Scope, emit, forget, label_of, nullability, table_hints
 from .dates import utc_from_iso, windows
@@ -31,6 +33,8 @@ TYPE_RULES: Final = (
     (re.compile(r"^lines_|_id$|_s$|_seconds$|count$"), pa.int64()),
 )
 TRUE_WORDS: Final = frozenset({"true", "yes", "1"})
+TRUE_ARRAY: Final = pa.array(sorted(TRUE_WORDS))
+ROW_BYTES: Final = 200  # about a row of an export: Arrow reads blocks of batch_rows rows
 
 
 def normalise(name: str) -> str:
@@ -63,19 +67,106 @@ def export_windows(since: datetime, until: datetime) -> Iterator[tuple[datetime,
 
 
 def csv_tables(
-    lines: Iterator[bytes], context: dict[str, Any], batch_rows: int = BATCH_ROWS
+    body: IO[bytes], context: dict[str, Any], batch_rows: int = BATCH_ROWS
 ) -> Iterator[pa.Table]:
-    """Arrow tables of `batch_rows` rows from a streamed CSV body; `context` columns first."""
-    reader = csv.reader(line.decode("utf-8-sig") for line in lines)
-    header = next(reader, None)
+    """Arrow tables of about `batch_rows` rows from a CSV body (a file at its start);
+    `context` columns first.
+
+    Parsed by Arrow's CSV reader, all cells as text, then typed column by column
+    (`typed`); a row whose cells do not match the header in number (which Arrow refuses)
+    sends the rest of the export, from the first row not yet handed on, through Python's
+    `csv` module, which pads a short row with empty cells and drops a long row's extra ones.
+    """
+    header = next(csv.reader(line.decode("utf-8-sig") for line in iter(body.readline, b"")), None)
     if header is None:
         return
     # a header column named like one the rows get (`source`, `level`, ...) is renamed
     names = unique([normalise(h) for h in header], (SOURCE, "row_number", *context))
     kinds = [type_of(n) for n in names]
-    batch: list[list[str]] = []
+    rows_start = body.tell()
     first = 0
-    for row in reader:
+    try:
+        for batch in arrow_batches(body, len(names), batch_rows):
+            columns = [typed(batch.column(i), kind) for i, kind in enumerate(kinds)]
+            yield with_context(columns, names, context, first)
+            first += batch.num_rows
+    except pa.ArrowInvalid:
+        body.seek(rows_start)
+        yield from python_tables(body, names, kinds, context, first, batch_rows)
+
+
+def arrow_batches(body: IO[bytes], width: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows after the header as record batches of text cells ("" for an empty one)."""
+    reader = pa_csv.open_csv(
+        body,
+        read_options=pa_csv.ReadOptions(
+            column_names=[f"c{i}" for i in range(width)],
+            block_size=max(batch_rows, 1) * ROW_BYTES,
+            use_threads=False,  # the scopes' readers already run in threads
+        ),
+        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+        convert_options=pa_csv.ConvertOptions(
+            column_types={f"c{i}": pa.string() for i in range(width)},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    for batch in reader:
+        if batch.num_rows:
+            yield batch
+
+
+def typed(cells: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Text cells as `kind`, as `convert` reads each: Arrow's casts where they read the
+    same, `convert` value by value where they refuse (a timestamp without a zone, a number
+    with spaces)."""
+    empty = pc.equal(cells, "")
+    if pa.types.is_string(kind):
+        return pc.if_else(empty, pa.scalar(None, pa.string()), cells)
+    if pa.types.is_boolean(kind):
+        words = pc.utf8_lower(pc.utf8_trim_whitespace(cells))
+        return pc.if_else(empty, pa.scalar(None, pa.bool_()), pc.is_in(words, TRUE_ARRAY))
+    present = pc.if_else(empty, pa.scalar(None, pa.string()), cells)
+    try:
+        if pa.types.is_timestamp(kind):
+            return pc.cast(pc.replace_substring(present, " ", "T", max_replacements=1), kind)
+        return pc.cast(pc.cast(present, pa.float64()), kind, safe=False)  # int(float(v))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([convert(v, kind) for v in cells.to_pylist()], type=kind)
+
+
+def with_context(
+    columns: Sequence[pa.Array], names: list[str], context: dict[str, Any], first: int
+) -> pa.Table:
+    """The typed columns, led by the `context` columns and each row's number in the export."""
+    rows = len(columns[0]) if columns else 0
+    arrays: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    for key, value in context.items():
+        kind = pa.timestamp("us", tz="UTC") if isinstance(value, datetime) else pa.string()
+        fields.append(pa.field(key, kind, nullable=False))
+        arrays.append(pa.repeat(pa.scalar(value, type=kind), rows))
+    fields.append(pa.field("row_number", pa.int64(), nullable=False))
+    arrays.append(pa.array(range(first, first + rows), type=pa.int64()))
+    fields += [pa.field(n, c.type) for n, c in zip(names, columns, strict=True)]
+    return pa.Table.from_arrays([*arrays, *columns], schema=pa.schema(fields))
+
+
+def python_tables(
+    body: IO[bytes],
+    names: list[str],
+    kinds: list[pa.DataType],
+    context: dict[str, Any],
+    first: int,
+    batch_rows: int,
+) -> Iterator[pa.Table]:
+    """The rows after the header from row `first` on, read by Python's `csv` module."""
+    reader = csv.reader(line.decode("utf-8") for line in iter(body.readline, b""))
+    batch: list[list[str]] = []
+    # blank lines are no rows, as for Arrow's reader
+    for number, row in enumerate(row for row in reader if row):
+        if number < first:
+            continue
         batch.append(row)
         if len(batch) >= batch_rows:
             yield to_table(batch, names, kinds, context, first)
@@ -101,20 +192,12 @@ def to_table(
     context: dict[str, Any],
     first: int,
 ) -> pa.Table:
-    arrays: list[pa.Array] = []
-    fields: list[pa.Field] = []
-    for key, value in context.items():
-        kind = pa.timestamp("us", tz="UTC") if isinstance(value, datetime) else pa.string()
-        fields.append(pa.field(key, kind, nullable=False))
-        arrays.append(pa.array([value] * len(rows), type=kind))
-    fields.append(pa.field("row_number", pa.int64(), nullable=False))
-    arrays.append(pa.array(range(first, first + len(rows)), type=pa.int64()))
-    for index, (name, kind) in enumerate(zip(names, kinds, strict=True)):
-        fields.append(pa.field(name, kind))
-        arrays.append(
-            pa.array([convert(r[index] if index < len(r) else "", kind) for r in rows], type=kind)
-        )
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    """Rows of text cells as a table; a short row is padded with empty cells."""
+    columns = [
+        pa.array([convert(r[index] if index < len(r) else "", kind) for r in rows], type=kind)
+        for index, kind in enumerate(kinds)
+    ]
+    return with_context(columns, names, context, first)
 
 
 def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any) -> Iterator[Any]:
@@ -123,16 +206,16 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
     since, until = bounds(ctx, endpoint, last_value)
     for start, end in export_windows(since, until):
         params = {**endpoint.params, **date_params(ctx, start, end)}
-        lines = ctx.client.get_lines(scope.path(endpoint.path), params, label)
         context = {
             "level": scope.level,
             "scope": scope.key,
             "window_start": start,
             "window_end": end,
         }
-        for table in csv_tables(lines, context):
-            ctx.report.count_rows(label, table.num_rows)
-            yield from emit(ctx, table, export_hints(ctx, endpoint, table), scope)
+        with ctx.client.get_body(scope.path(endpoint.path), params, label) as body:
+            for table in csv_tables(body, context):
+                ctx.report.count_rows(label, table.num_rows)
+                yield from emit(ctx, table, export_hints(ctx, endpoint, table), scope)
     forget(ctx, endpoint.table, scope)  # a scope's export is read once a run
 
 
