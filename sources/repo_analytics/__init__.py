@@ -297,7 +297,7 @@ def pending_details_resource(
             for scope in scopes
             if wanted.get(scope.key)
         ]
-        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency, turn=ctx.client.turn))
 
     return dlt.resource(
         pending,
@@ -406,7 +406,7 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Sco
             )
             for scope in scopes
         ]
-        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency, turn=ctx.client.turn))
 
     return dlt.resource(
         read_scopes, name=endpoint.name, table_name=endpoint.table, section="repo_analytics"

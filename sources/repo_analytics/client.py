@@ -30,6 +30,7 @@ from .errors import (
     RetryBudgetExhausted,
     SkippableApiError,
 )
+from .fanin import CpuTurn
 from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
@@ -206,6 +207,7 @@ class ApiClient:
         self.settings = settings
         self.report = report
         self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
+        self.turn = CpuTurn()  # given up while this client waits (see fanin.CpuTurn)
         self._local = threading.local()
         self._wait_lock = threading.Lock()
         self._waited = 0.0
@@ -310,11 +312,17 @@ class ApiClient:
         )
         log(f"retrying {label} in {seconds:.2f} s (attempt {state.attempt_number}): {reason}")
 
-    @staticmethod
-    def _sleep(seconds: float) -> None:
-        time.sleep(seconds)
+    def _sleep(self, seconds: float) -> None:
+        with self.turn.released():
+            time.sleep(seconds)
 
     def _send(
+        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
+    ) -> requests.Response:
+        with self.turn.released():
+            return self._send_waiting(path, params, label, accept, stream)
+
+    def _send_waiting(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
     ) -> requests.Response:
         began = time.monotonic()
@@ -408,7 +416,7 @@ class ApiClient:
             self._refuse_stream(response, kind)
         spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         try:
-            with response:
+            with response, self.turn.released():
                 for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
                     spool.write(chunk)
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
