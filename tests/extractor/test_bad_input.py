@@ -19,6 +19,7 @@ import pytest
 
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
+from tests.extractor.helpers import folder_flags
 from tests.extractor.test_backfill import cli_env, log_since
 
 CLI = Path(sys.executable).parent / "repo-analytics"
@@ -48,14 +49,7 @@ def run_load(
     folder.mkdir(parents=True, exist_ok=True)
     command = [
         str(CLI),
-        "--duckdb",
-        str(folder / "data.duckdb"),
-        "--pipelines-dir",
-        str(folder / "pipelines"),
-        "--schemas-dir",
-        str(folder / "schemas"),
-        "--progress",
-        "off",
+        *folder_flags(folder),
         *options,
         *LOAD,
     ]
