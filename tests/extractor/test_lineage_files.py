@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import yaml
 
 import pipelines
 from simulator import SimConfig, Simulator
@@ -146,3 +147,37 @@ def test_schemas_are_written_in_the_working_directory(sim: Simulator, tmp_path: 
         assert "cloud_commits" in schema.read_text()
     after = {p: p.stat().st_mtime_ns for p in package.glob("schemas/**/*") if p.is_file()}
     assert after == before
+
+
+def test_an_edited_pinned_schema_is_imported_by_the_next_run(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    """The pin is dlt's import schema: a user's edit of it reaches the next run's schema
+    (export/), although a run reads the file only once."""
+    command = (
+        "load",
+        "--start-date",
+        "2026-05-25",
+        "--end-date",
+        "2026-06-01T00:00:00+00:00",
+        "--levels",
+        "repository",
+        "--resources",
+        "commits",
+        "--no-reconcile",
+    )
+    done = run_in(tmp_path, sim, *command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pinned = tmp_path / "schemas" / "import" / "repo_analytics.schema.yaml"
+    schema = yaml.safe_load(pinned.read_text())
+    schema["tables"]["cloud_commits"]["columns"]["analyst_note"] = {
+        "data_type": "text",
+        "nullable": True,
+    }
+    pinned.write_text(yaml.safe_dump(schema))
+    exported = tmp_path / "schemas" / "export" / "repo_analytics.schema.yaml"
+    assert "analyst_note" not in exported.read_text()
+    again = run_in(tmp_path, sim, *command)
+    assert again.returncode == 0, again.stdout + again.stderr
+    columns = yaml.safe_load(exported.read_text())["tables"]["cloud_commits"]["columns"]
+    assert columns["analyst_note"]["data_type"] == "text"
