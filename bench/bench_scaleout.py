@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+NOW = 1_780_272_000  # 2026-06-01T00:00:00Z: a fixed clock, so every run reads the same data
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from bench_year import (  # noqa: E402 - bench/ is not a package
-    NOW,
     WORKLOADS,
     SimProcess,
     machine,

@@ -6,8 +6,12 @@ Usage:
                                [--out bench/results/year-<edition>-<size>.json]
 
 Run on demand (pytest does not collect it). The benchmark issue 11 asks for: one command, one
-simulator process (`repo-analytics sim`, started as a separate process with a fixed `--now`
-clock, so every run reads the same data), every contender in a subprocess of its own, so that
+simulator process (`repo-analytics sim`, started as a separate process with its clock at the
+start of today, UTC, so every contender of a run reads the same data, and the backfill ends
+where a user's `--until <today>` does: within the look-back of now, so it seeds the nightly
+cursors and `nightly-0` is the first nightly a user gets; `--now EPOCH` pins another clock --
+one older than the look-back leaves `nightly-0` re-reading `start_date`'s 30 days), every
+contender in a subprocess of its own, so that
 its wall time, CPU seconds (user + sys, from `os.wait4`) and peak RSS are its own. Per workload
 and repeat, in an order that alternates between repeats:
 
@@ -63,7 +67,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-NOW = 1_780_272_000  # 2026-06-01T00:00:00Z: a fixed clock, so every run reads the same data
+
+
+def start_of_today() -> int:
+    """The simulator's default clock here: today's 00:00 UTC, as epoch seconds."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int(today.timestamp())
+
+
 WORKLOADS = {
     "lists": ["--levels", "repository", "--resources", "commits,pull_requests"],
     "defaults": [],
@@ -872,7 +883,12 @@ def main() -> None:
     parser.add_argument(
         "--no-nightly-1", action="store_true", help="skip the nightly after a simulated day"
     )
-    parser.add_argument("--now", type=int, default=NOW, help="simulator clock (epoch s)")
+    parser.add_argument(
+        "--now",
+        type=int,
+        default=None,
+        help="simulator clock, epoch s (default: today's 00:00 UTC)",
+    )
     parser.add_argument(
         "--out",
         default=None,
@@ -895,7 +911,8 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-year-"))
     started = datetime.now(UTC)
     print(f"working folder {base}", flush=True)
-    sim = SimProcess(options.edition, options.size, options.now, base)
+    now = options.now if options.now is not None else start_of_today()
+    sim = SimProcess(options.edition, options.size, now, base)
     try:
         clock = datetime.fromtimestamp(sim.info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()

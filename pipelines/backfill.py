@@ -209,12 +209,20 @@ def run_backfill(
                 outcome = WindowOutcome(start, end, False, loaded, seconds, index, bool(key_prefix))
             ended.append(outcome)
             shown.window_ended(outcome, index, total)
-    if not until and not result.partial:
+    if not result.partial and reaches_clock(planned[-1][1], clock, settings):
         seed_nightly_cursors(pipeline, result, planned[-1][1], clock, source_args)
     if pipeline.destination.destination_name == "duckdb":
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
     return result
+
+
+def reaches_clock(end: datetime, clock: datetime, settings: RepoAnalyticsConfiguration) -> bool:
+    """Whether a backfill ending at `end` reaches the clock: no `--until`, or one within the
+    look-back of now (today's date, say), so the first nightly's look-back covers the time
+    between the backfill's end and its own."""
+    lookback = timedelta(days=float(settings.lookback_days or 0))
+    return end >= clock.replace(microsecond=0) - lookback
 
 
 def split_exports(settings: RepoAnalyticsConfiguration) -> tuple[list[str], list[str]]:

@@ -833,28 +833,38 @@ def test_a_lost_working_folder_resumes_from_the_destination(
         assert log == []
 
 
-@pytest.mark.parametrize("edition", ["cloud", "server"])
+@pytest.mark.parametrize(
+    ("edition", "days_before_clock"),
+    [("cloud", None), ("server", None), ("server", 2), ("cloud", 10)],
+    ids=["cloud-no-until", "server-no-until", "server-until-2-days-ago", "cloud-until-10-days-ago"],
+)
 def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
-    tmp_path: Path, edition: str
+    tmp_path: Path, edition: str, days_before_clock: int | None
 ) -> None:
-    """A backfill that reaches the clock sets every scope's nightly cursor to its end, so the
-    first nightly run reads only its look-back (3 days, plus the slack of zone-less dates),
-    not the months since `start_date`, at most one request per scope and list; the tables
-    still equal the truth."""
+    """A backfill that reaches the clock (no `until`, or one within the 3-day look-back of
+    now) sets every scope's nightly cursor to its end, so the first nightly run reads only its
+    look-back (3 days, plus the slack of zone-less dates), not the months since `start_date`,
+    at most one request per scope and list; the tables still equal the truth. One ending
+    further back (10 days) leaves no cursor: the nightly's look-back would not reach it."""
+    until = None if days_before_clock is None else CLOCK - timedelta(days=days_before_clock)
+    end = until or CLOCK
     with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
         args: dict[str, Any] = {"levels": ["repository"], "resources": ["commits", "pull_requests"]}
         loader = Loader(sim, tmp_path)
-        result, _ = backfill(loader, SINCE, None, **args)
+        result, _ = backfill(loader, SINCE, until, **args)
         assert not result.partial
         stored = cursors(loader)
+        if days_before_clock is not None and days_before_clock > 3:
+            assert stored == {}
+            return
         repositories = {repository_scope(r, edition) for r in sim.truth("repositories")}
         assert {name.split(":", 1)[1] for name in stored} == repositories
-        assert set(stored.values()) == {str(CLOCK)}
+        assert set(stored.values()) == {str(end)}
 
         before = sim.requests()["total"]
         loader.load(**args)  # the Loader's start_date is 2026-03-01: three months back
         nightly = [e for e in log_since(sim, before) if dated(e)]
-        earliest = CLOCK - timedelta(days=3) - SLACK
+        earliest = end - timedelta(days=3) - SLACK
         assert nightly and all(dated(e)[0] >= earliest for e in nightly), min(
             dated(e)[0] for e in nightly
         )
