@@ -373,13 +373,15 @@ def reconcile_with(
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
         answers = list(pool.map(lambda job: api_statistics(ctx, checks, measures, *job), jobs))
         row_answers = list(pool.map(lambda row: api_period(ctx, row), rows))
+    totals = {
+        (start, end): WindowTotals(con, spec, checks, plan.source, start, end)
+        for start, end in windows
+    }
     for (names, start, end), answer in zip(jobs, answers, strict=True):
         if isinstance(answer, str):
             result.notes.append(answer)
         else:
-            compare_window(
-                con, spec, checks, (plan.source, *names), start, end, answer, result, measures
-            )
+            compare_window(totals[start, end], names, answer, result, measures)
     for row, row_answer in zip(rows, row_answers, strict=True):
         compare_period(row, row_answer, result)
     return result
@@ -526,27 +528,15 @@ def api_statistics(
 
 
 def compare_window(
-    con: duckdb.DuckDBPyConnection,
-    spec: EditionSpec,
-    checks: EditionChecks,
-    keys: tuple[str, ...],
-    start: datetime,
-    end: datetime,
+    totals: WindowTotals,
+    names: tuple[str, ...],
     answers: tuple[Any, Any],
     result: Reconciliation,
     measures: Measures,
 ) -> None:
-    """`keys`: the run's source, then the repository's key columns."""
+    """One repository (`names`: its key columns) in the window of `totals`."""
     stats, pr_stats = answers
-    window = WindowCheck(
-        con,
-        checks,
-        " AND ".join(f"{c} = ?" for c in (SOURCE, *spec.repository_key)),
-        keys,
-        start,
-        end,
-        result,
-    )
+    window = WindowCheck(totals, names, result)
     if measures.commits:
         window.commits(stats)
     if measures.pull_requests:
@@ -554,22 +544,91 @@ def compare_window(
 
 
 @dataclass
+class WindowTotals:
+    """What landed in one window, per repository of the run's source: one grouped query per
+    measure and window, each made when first asked, not one per repository."""
+
+    con: duckdb.DuckDBPyConnection
+    spec: EditionSpec
+    checks: EditionChecks
+    source: str
+    start: datetime
+    end: datetime
+    _asked: dict[str, dict[tuple[Any, ...], list[Any]]] = field(default_factory=dict)
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        if self.checks.commit_time_is_local:
+            return self.start.replace(tzinfo=None), self.end.replace(tzinfo=None)
+        return self.start, self.end
+
+    def commits(self) -> dict[tuple[Any, ...], list[Any]]:
+        """Commits and lines added whose time is in the window."""
+        low, high = self.bounds()
+        at = self.checks.commit_time
+        return self.grouped("commits", f"{at} >= ? AND {at} < ?", [low, high])
+
+    def near_edges(self) -> dict[tuple[Any, ...], list[Any]]:
+        """Commits and lines added within `EDGE` of either end of the window (a zone-less
+        commit time may sit on either side of it)."""
+        low, high = self.bounds()
+        at = self.checks.commit_time
+        return self.grouped(
+            "near",
+            f"(({at} >= ? AND {at} < ?) OR ({at} >= ? AND {at} < ?))",
+            [low - EDGE, low + EDGE, high - EDGE, high + EDGE],
+        )
+
+    def pull_requests(self) -> dict[tuple[Any, ...], dict[str, int]]:
+        """Pull requests updated in the window, by state."""
+        found = self.asked(
+            "pull_requests",
+            f"SELECT {self.key}, lower(state), count(*) FROM {self.checks.pr_table} "
+            f"WHERE {SOURCE} = ? AND updated_at >= ? AND updated_at < ? GROUP BY ALL",
+            [self.source, self.start, self.end],
+            len(self.spec.repository_key) + 1,
+        )
+        by_state: dict[tuple[Any, ...], dict[str, int]] = {}
+        for (*names, state), (count,) in found.items():
+            by_state.setdefault(tuple(names), {})[state] = int(count)
+        return by_state
+
+    @property
+    def key(self) -> str:
+        return ", ".join(self.spec.repository_key)
+
+    def grouped(self, name: str, where: str, params: list[Any]) -> dict[tuple[Any, ...], list[Any]]:
+        return self.asked(
+            name,
+            f"SELECT {self.key}, count(*), coalesce(sum(lines_added), 0) "
+            f"FROM {self.checks.commit_table} WHERE {SOURCE} = ? AND {where} GROUP BY ALL",
+            [self.source, *params],
+            len(self.spec.repository_key),
+        )
+
+    def asked(
+        self, name: str, query: str, params: list[Any], width: int
+    ) -> dict[tuple[Any, ...], list[Any]]:
+        if name not in self._asked:
+            self._asked[name] = {
+                tuple(row[:width]): list(row[width:])
+                for row in self.con.execute(query, params).fetchall()
+            }
+        return self._asked[name]
+
+
+@dataclass
 class WindowCheck:
     """One repository and window: landed rows against the API's answers."""
 
-    con: duckdb.DuckDBPyConnection
-    checks: EditionChecks
-    where_repo: str
-    keys: tuple[str, ...]  # the source, then the repository's key columns
-    start: datetime
-    end: datetime
+    totals: WindowTotals
+    names: tuple[str, ...]  # the repository's key columns
     result: Reconciliation
 
     def differs(self, measure: str, api: int, landed: int, verdict: str) -> None:
         self.result.differences.append(
             Difference(
-                "/".join(self.keys[1:]),
-                f"{self.start.date()}..{self.end.date()}",
+                "/".join(self.names),
+                f"{self.totals.start.date()}..{self.totals.end.date()}",
                 measure,
                 api,
                 int(landed),
@@ -578,25 +637,10 @@ class WindowCheck:
         )
 
     def commits(self, stats: Any) -> None:
-        checks, table, at = self.checks, self.checks.commit_table, self.checks.commit_time
-        low, high = (
-            (self.start.replace(tzinfo=None), self.end.replace(tzinfo=None))
-            if checks.commit_time_is_local
-            else (self.start, self.end)
-        )
-        landed = self.con.execute(
-            f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
-            f"WHERE {self.where_repo} AND {at} >= ? AND {at} < ?",
-            [*self.keys, low, high],
-        ).fetchone() or (0, 0)
+        landed = self.totals.commits().get(self.names, [0, 0])
         edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
-        if checks.commit_time_is_local:
-            near = self.con.execute(
-                f"SELECT count(*), coalesce(sum(lines_added), 0) FROM {table} "
-                f"WHERE {self.where_repo} AND (({at} >= ? AND {at} < ?) OR "
-                f"({at} >= ? AND {at} < ?))",
-                [*self.keys, low - EDGE, low + EDGE, high - EDGE, high + EDGE],
-            ).fetchone() or (0, 0)
+        if self.totals.checks.commit_time_is_local:
+            near = self.totals.near_edges().get(self.names, [0, 0])
             edge = {"commits": int(near[0]), "lines_added": int(near[1])}
         for name, api_value, landed_value in (
             ("commits", stats[0], landed[0]),
@@ -614,14 +658,8 @@ class WindowCheck:
                 )
 
     def pull_requests(self, pr_stats: Any) -> None:
-        counts = dict(
-            self.con.execute(
-                f"SELECT lower(state), count(*) FROM {self.checks.pr_table} WHERE "
-                f"{self.where_repo} AND updated_at >= ? AND updated_at < ? GROUP BY 1",
-                [*self.keys, self.start, self.end],
-            ).fetchall()
-        )
-        for state in self.checks.spec.pr_states:
+        counts = self.totals.pull_requests().get(self.names, {})
+        for state in self.totals.checks.spec.pr_states:
             self.result.checked += 1
             api_value = pr_stats[state]
             if api_value != counts.get(state, 0):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final, Literal
 
 import pyarrow as pa
@@ -312,28 +313,32 @@ def child_rows(
     dlt's hard-delete hint on `removed`, it deletes the children that parent had before and
     is itself never stored, so an emptied list replaces the old one too.
     """
-    parent_values = {name: parent.column(name).to_pylist() for name in child.parent_columns}
-    rows: dict[str, list[Any]] = {name: [] for name in child.parent_columns}
-    rows[child.position] = []
-    removed: list[bool] = []
+    owners: list[int] = []  # the parent row of each child row
+    positions: list[int] = []
     elements: list[Any] = []
+    removed: list[bool] = []
     for index, item in enumerate(items):
         value: Any = item
         for key in child.list_path:
             value = value.get(key) if isinstance(value, dict) else None
-        entries = list(enumerate(value or ())) or [(-1, None)]
-        for position, element in entries:
-            for name in child.parent_columns:
-                rows[name].append(parent_values[name][index])
-            rows[child.position].append(position)
-            removed.append(element is None)
-            elements.append(element or {})
+        if value:
+            owners.extend(repeat(index, len(value)))
+            positions.extend(range(len(value)))
+            elements.extend(e or {} for e in value)
+            removed.extend(e is None for e in value)
+        else:
+            owners.append(index)
+            positions.append(-1)
+            elements.append({})
+            removed.append(True)
+    taken = pa.array(owners, type=pa.int32())
     fields = [parent.schema.field(name) for name in child.parent_columns]
+    arrays = [parent.column(name).take(taken).combine_chunks() for name in child.parent_columns]
     fields.append(pa.field(child.position, pa.int32(), nullable=False))
-    arrays = [pa.array(rows[f.name], type=f.type) for f in fields]
+    arrays.append(pa.array(positions, type=pa.int32()))
     for c in child.columns:
         fields.append(pa.field(c.name, c.type, nullable=c.nullable))
-        arrays.append(pa.array([c.read(e, context) for e in elements], type=c.type))
+        arrays.append(column_array(c, elements, context))
     fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))
     arrays.append(pa.array(removed, type=pa.bool_()))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
