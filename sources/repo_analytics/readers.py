@@ -28,7 +28,7 @@ from .dates import period_floor, period_next, periods, wire
 from .details import read_details
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
-from .tables import REMOVED, Endpoint, child_rows, to_arrow
+from .tables import REMOVED, ChildTable, Endpoint, child_rows, to_arrow
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",
@@ -92,7 +92,13 @@ def with_children(
     table = to_arrow(items, endpoint.columns, scope.context)
     yield from tagged(ctx, endpoint, table)
     for child in endpoint.children:
-        rows = child_rows(items, table, child, scope.context)
+        owners, owner_items = table, items
+        fresh = unyielded_parents(ctx, child, table)
+        if fresh is not None:
+            if not fresh:
+                continue
+            owners, owner_items = table.take(fresh), [items[i] for i in fresh]
+        rows = child_rows(owner_items, owners, child, scope.context)
         columns = nullability(rows.schema)
         columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
         hints = table_hints(
@@ -101,6 +107,30 @@ def with_children(
         yield from emit(ctx, rows, hints)
     if endpoint.details is not None and ctx.plan.with_files:
         yield from read_details(ctx, endpoint.details, table, scope)
+
+
+def unyielded_parents(ctx: ReadContext, child: ChildTable, parents: pa.Table) -> list[int] | None:
+    """The rows of `parents` whose child rows the run has not yielded yet, or None for all.
+
+    The levels of a run share the child tables (a commit's parents, a pull request's
+    people): a commit read at the top level, its project, its repository and its author has
+    one set of child rows, the first level's; `emit` would drop the others' after they were
+    built. A parent's rows were yielded when its first (position 0) or marker (-1) row was."""
+    if len(ctx.plan.levels) < 2:
+        return None
+    with ctx.lock:
+        seen = ctx.emitted.get(child.table)
+    if not seen:
+        return None
+    source = ctx.plan.source
+    keys = zip(*(parents.column(name).to_pylist() for name in child.parent_key), strict=True)
+    with ctx.lock:
+        fresh = [
+            row
+            for row, key in enumerate(keys)
+            if (source, *key, 0) not in seen and (source, *key, -1) not in seen
+        ]
+    return None if len(fresh) == parents.num_rows else fresh
 
 
 def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Iterator[Any]:
