@@ -33,7 +33,7 @@ from tests.extractor.server_load import truth as server_truth
 
 MakeSim = Callable[..., Simulator]
 END = datetime.fromtimestamp(FIXED_NOW, UTC).isoformat()
-# requests reads these on every request (trust_env); each test sets its own
+# requests reads these (the client once per run, see `ApiClient`); each test sets its own
 NETWORK_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NO_PROXY", "no_proxy") + tuple(
     f"{scheme}_{case}" for scheme in ("HTTPS", "HTTP", "ALL") for case in ("PROXY", "proxy")
 )
@@ -491,6 +491,29 @@ def test_http_proxy_carries_a_plain_http_run(
     assert code == 0, err
     assert proxy.forwarded and all(f.startswith(sim.base_url + "/") for f in proxy.forwarded)
     assert proxy.tunnels == []
+
+
+# ~/.netrc ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("edition", ["cloud", "server"])
+def test_a_netrc_entry_for_the_host_does_not_replace_the_credentials(
+    edition: str,
+    make_sim: MakeSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A netrc file naming the host with other credentials (a git login, say) is not read:
+    the run authenticates with its configured token or password and loads."""
+    sim = make_sim(edition=edition)
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone-else password not-the-api-password\n")
+    netrc.chmod(0o600)
+
+    code, _, err = load(sim, tmp_path / "run", monkeypatch, capsys, env={"NETRC": str(netrc)})
+
+    assert code == 0, err
+    statuses = {status for counts in sim.requests()["by_endpoint"].values() for status in counts}
+    assert statuses == {"200"}
 
 
 # no downgrade ----------------------------------------------------------------------------------
