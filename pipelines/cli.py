@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.malloc import limit_malloc_arenas
+
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wait_seconds
 
@@ -417,6 +419,7 @@ def waited(totals: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    limit_malloc_arenas()  # before a run's threads start (see pipelines/malloc.py)
     logging.getLogger("dlt").setLevel(args.log_level)
     if args.command == "sim":
         from simulator.cli import run

