@@ -30,6 +30,19 @@ def sim() -> Iterator[Simulator]:
         yield served
 
 
+# a short load: the last week of the repository level
+WEEK_LOAD = (
+    "load",
+    "--start-date",
+    "2026-05-25",
+    "--end-date",
+    "2026-06-01T00:00:00+00:00",
+    "--levels",
+    "repository",
+    "--no-reconcile",
+)
+
+
 def run_in(folder: Path, sim: Simulator, *command: str) -> subprocess.CompletedProcess[str]:
     """The command as a user types it in `folder`: no schemas folder named."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,18 +141,7 @@ def test_schemas_are_written_in_the_working_directory(sim: Simulator, tmp_path: 
     installed package's folders."""
     package = Path(pipelines.__file__).resolve().parent.parent
     before = {p: p.stat().st_mtime_ns for p in package.glob("schemas/**/*") if p.is_file()}
-    done = run_in(
-        tmp_path,
-        sim,
-        "load",
-        "--start-date",
-        "2026-05-25",
-        "--end-date",
-        "2026-06-01T00:00:00+00:00",
-        "--levels",
-        "repository",
-        "--no-reconcile",
-    )
+    done = run_in(tmp_path, sim, *WEEK_LOAD)
     assert done.returncode == 0, done.stdout + done.stderr
     for folder in ("import", "export"):
         schema = tmp_path / "schemas" / folder / "repo_analytics.schema.yaml"
@@ -154,18 +156,7 @@ def test_an_edited_pinned_schema_is_imported_by_the_next_run(
 ) -> None:
     """The pin is dlt's import schema: a user's edit of it reaches the next run's schema
     (export/), although a run reads the file only once."""
-    command = (
-        "load",
-        "--start-date",
-        "2026-05-25",
-        "--end-date",
-        "2026-06-01T00:00:00+00:00",
-        "--levels",
-        "repository",
-        "--resources",
-        "commits",
-        "--no-reconcile",
-    )
+    command = (*WEEK_LOAD, "--resources", "commits")
     done = run_in(tmp_path, sim, *command)
     assert done.returncode == 0, done.stdout + done.stderr
     pinned = tmp_path / "schemas" / "import" / "repo_analytics.schema.yaml"
