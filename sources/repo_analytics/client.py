@@ -207,7 +207,6 @@ class ApiClient:
         ca_bundle: str | None = None,
     ) -> None:
         self.api_base = api_base.rstrip("/")
-        self.ca_bundle = ca_bundle
         # The environment's proxies and CA bundle, read once as requests reads them; its
         # sessions do not read them again per request (`trust_env`): that took 3 % of a
         # year's Python time, and made a ~/.netrc entry for the host replace the configured
