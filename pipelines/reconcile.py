@@ -38,12 +38,13 @@ from pipelines.lake import LOAD_ID, delta_tables
 from pipelines.warehouse import warehouse_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
+from sources.repo_analytics.context import Scope
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.errors import SkippableApiError
 from sources.repo_analytics.origin import SOURCE
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import ReadContext
-from sources.repo_analytics.scopes import endpoint_for, repository_scope
+from sources.repo_analytics.scopes import endpoint_for, repository_scope, top_scope
 from sources.repo_analytics.tables import EditionSpec, Endpoint, ReconcileSpec, StatisticsCheck
 
 EDGE: Final = timedelta(hours=14)
@@ -119,6 +120,9 @@ class Reconciliation:
     # answers of this run, not asked for again), and older ones asked for and compared
     rows_written: int = 0
     rows_rechecked: int = 0
+    # (window, family) pairs whose top-level statistics equalled what landed: their
+    # repositories' checks hold without asking each (see `confirmed_by_top_level`)
+    windows_confirmed: int = 0
 
     def skipping(self, reports: Iterable[RunReport]) -> Reconciliation:
         """Name the scopes `reports` skipped: a verdict must not hide what it could not see."""
@@ -153,6 +157,11 @@ class Reconciliation:
                 if self.rows_written or self.rows_rechecked
                 else ""
             )
+            + (
+                f"; {self.windows_confirmed} window totals matched by the top-level statistics"
+                if self.windows_confirmed
+                else ""
+            )
             + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked else "")
             + ")"
         ]
@@ -174,6 +183,7 @@ class Reconciliation:
             "differences": [asdict(d) for d in self.differences],
             "notes": self.notes,
             "unchecked": self.unchecked,
+            "windows_confirmed_by_top_level": self.windows_confirmed,
             "statistics_rows": {
                 "written_by_run": self.rows_written,
                 "rechecked": self.rows_rechecked,
@@ -344,7 +354,11 @@ def reconcile_with(
         if plan.repositories is None
         else {tuple(name.split("/")) for name in plan.repositories}
     )
-    jobs = []
+    totals = {
+        (start, end): WindowTotals(con, spec, checks, plan.source, start, end)
+        for start, end in windows
+    }
+    repositories: list[tuple[str, ...]] = []
     if measures.commits or measures.pull_requests:
         key = ", ".join(spec.repository_key)
         table = checks.commit_table if measures.commits else checks.pr_table
@@ -353,13 +367,32 @@ def reconcile_with(
             for names in con.execute(
                 f"SELECT DISTINCT {key} FROM {table} WHERE {SOURCE} = ? ORDER BY ALL", [plan.source]
             ).fetchall()
+            if wanted is None or tuple(names) in wanted
         ]
-        jobs = [
-            (names, start, end)
-            for names in repositories
-            for start, end in windows
-            if wanted is None or names in wanted
-        ]
+    # a window whose top-level statistics equal what landed needs no repository asked
+    families = top_level_families(ctx, checks, measures)
+    top_windows = windows if wanted is None and (families.commits or families.pull_requests) else []
+    with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
+        top_answers = list(
+            pool.map(lambda w: api_statistics(ctx, checks, families, None, *w), top_windows)
+        )
+    confirmed = {
+        window: confirmed_by_top_level(totals[window], answer, families)
+        for window, answer in zip(top_windows, top_answers, strict=True)
+    }
+    jobs = []
+    for start, end in windows:
+        done = confirmed.get((start, end), Measures(False, False))
+        left = Measures(
+            measures.commits and not done.commits, measures.pull_requests and not done.pull_requests
+        )
+        result.checked += len(repositories) * (
+            len(checks.spec.commit_measures) * done.commits
+            + len(checks.spec.pr_states) * done.pull_requests
+        )
+        result.windows_confirmed += done.commits + done.pull_requests
+        if left.commits or left.pull_requests:
+            jobs += [(names, start, end, left) for names in repositories]
     stored = [
         row
         for check in measures.statistics
@@ -371,17 +404,15 @@ def reconcile_with(
     rows = [row for row in stored if row.load_id is None or row.load_id not in own]
     result.rows_written, result.rows_rechecked = len(stored) - len(rows), len(rows)
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
-        answers = list(pool.map(lambda job: api_statistics(ctx, checks, measures, *job), jobs))
+        answers = list(
+            pool.map(lambda j: api_statistics(ctx, checks, j[3], j[0], j[1], j[2]), jobs)
+        )
         row_answers = list(pool.map(lambda row: api_period(ctx, row), rows))
-    totals = {
-        (start, end): WindowTotals(con, spec, checks, plan.source, start, end)
-        for start, end in windows
-    }
-    for (names, start, end), answer in zip(jobs, answers, strict=True):
+    for (names, start, end, left), answer in zip(jobs, answers, strict=True):
         if isinstance(answer, str):
             result.notes.append(answer)
         else:
-            compare_window(totals[start, end], names, answer, result, measures)
+            compare_window(totals[start, end], names, answer, result, left)
     for row, row_answer in zip(rows, row_answers, strict=True):
         compare_period(row, row_answer, result)
     return result
@@ -493,22 +524,22 @@ def api_statistics(
     ctx: ReadContext,
     checks: EditionChecks,
     measures: Measures,
-    names: tuple[str, ...],
+    names: tuple[str, ...] | None,
     start: datetime,
     end: datetime,
 ) -> tuple[Any, Any] | str:
-    """The API's commit and pull-request statistics of one repository and window, or why
-    they could not be read (a scope the host skips: forbidden, not indexed)."""
+    """The API's commit and pull-request statistics of one repository (`names`; None: the
+    edition's top level) and window, or why they could not be read (a scope the host skips:
+    forbidden, not indexed). The query is the repository level's, on the scope's path."""
     spec = ctx.plan.edition
-    scope = repository_scope(ctx, names)
+    scope = top_scope(ctx) if names is None else repository_scope(ctx, names)
     dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
     stats = pr_stats = None
     try:
         if measures.commits:
             commit_stats = required_endpoint(ctx, checks.spec.commit_statistics)
-            body = ctx.client.get_json(
-                scope.path(commit_stats.path), {**commit_stats.params, **dates}, "reconcile"
-            ).body
+            path = scope_path(ctx, commit_stats, scope.level, scope)
+            body = ctx.client.get_json(path, {**commit_stats.params, **dates}, "reconcile").body
             stats = tuple(measure(commit_stats, name, body) for name in checks.spec.commit_measures)
         if not measures.pull_requests:
             return stats, None
@@ -518,13 +549,67 @@ def api_statistics(
             for k, v in required_endpoint(ctx, "pull_requests").params.items()
             if k in pr_endpoint.params
         }  # the list's date type: updated
-        body = ctx.client.get_json(
-            scope.path(pr_endpoint.path), {**pr_endpoint.params, **by_update, **dates}, "reconcile"
-        ).body
+        path = scope_path(ctx, pr_endpoint, scope.level, scope)
+        params = {**pr_endpoint.params, **by_update, **dates}
+        body = ctx.client.get_json(path, params, "reconcile").body
         pr_stats = {state: measure(pr_endpoint, state, body) for state in checks.spec.pr_states}
     except SkippableApiError as error:
-        return f"{'/'.join(names)} {start.date()}..{end.date()} not checked: {error}"
+        where = spec.top_level if names is None else "/".join(names)
+        return f"{where} {start.date()}..{end.date()} not checked: {error}"
     return stats, pr_stats
+
+
+def scope_path(ctx: ReadContext, endpoint: Endpoint, level: str, scope: Scope) -> str:
+    """The path of `endpoint`'s resource at `level` (the repository endpoint's own, or the
+    same resource's endpoint at the top level) for `scope`."""
+    if level == endpoint.level:
+        return scope.path(endpoint.path)
+    other = endpoint_for(ctx, endpoint.resource, level)
+    if other is None:
+        raise ValueError(
+            f"the {ctx.plan.edition.name} edition has no {level}-level {endpoint.resource}"
+        )
+    return scope.path(other.path)
+
+
+def top_level_families(ctx: ReadContext, checks: EditionChecks, measures: Measures) -> Measures:
+    """The families whose windows can be confirmed by the top level's statistics: the edition
+    has the statistics endpoint at its top level, and (commits) the commit time has a zone: a
+    zone-less one may sit on either side of an edge in the API's count."""
+    top = ctx.plan.edition.top_level
+    return Measures(
+        measures.commits
+        and not checks.commit_time_is_local
+        and endpoint_for(ctx, checks.spec.commit_statistics, top) is not None,
+        measures.pull_requests and endpoint_for(ctx, "pull_request_statistics", top) is not None,
+    )
+
+
+def confirmed_by_top_level(
+    totals: WindowTotals, answers: tuple[Any, Any] | str, families: Measures
+) -> Measures:
+    """The families of a window whose top-level statistics (`answers`) equal the sums of what
+    landed.
+    Every landed row was read from the API, so a repository holds more than the API counts
+    only through a row the API has changed since (a pull request updated again, counted in
+    its later window, where the dataset then lacks it): equal sums need such faults to
+    cancel exactly. Its repositories are then not asked one by one. A host that refuses the
+    top level, or counts repositories the run did not read, confirms nothing: each
+    repository is asked, as without the top level."""
+    if isinstance(answers, str):
+        return Measures(False, False)
+    stats, pr_stats = answers
+    commits = families.commits and list(stats) == [
+        sum(int(v[i] or 0) for v in totals.commits().values()) for i in range(2)
+    ]
+    by_state: dict[str, int] = {}
+    for counts in totals.pull_requests().values():
+        for state, count in counts.items():
+            by_state[state] = by_state.get(state, 0) + count
+    pull_requests = families.pull_requests and all(
+        pr_stats[state] == by_state.get(state, 0) for state in totals.checks.spec.pr_states
+    )
+    return Measures(commits, pull_requests)
 
 
 def compare_window(

@@ -50,6 +50,7 @@ LOAD_DATES = ("--start-date", "2026-05-20", "--end-date", "2026-05-30T00:00:00+0
 LOOKBACK = (datetime(2026, 5, 27, tzinfo=UTC), datetime(2026, 5, 30, tzinfo=UTC))
 LOOKBACK_LABEL = "2026-05-27..2026-05-30"
 SERVER_PR_STATES = ("open", "merged", "declined")
+TOP_LEVEL_MATCHED = "{} window totals matched by the top-level statistics"
 CLOUD_PR_STATES = ("open", "merged", "declined", "superseded")
 
 
@@ -199,13 +200,16 @@ def server_loads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerLoa
 def test_load_reconciles_its_lookback_and_passes(server_loads: ServerLoads) -> None:
     """A clean server load: exit 0, PASSED, and the report's reconciliation is ok with every
     repository x the look-back window x (commits, lines_added, 3 pull-request states) checked
-    and no difference; the statistics asked for are exactly [end - 3 days, end)."""
+    and no difference; the statistics asked for are exactly [end - 3 days, end): the global
+    level's, whose totals equal the sums of what landed, so no repository is asked."""
     s = server_loads
     clean = s.clean
     assert clean.returncode == 0, clean.stdout + clean.stderr
     checked = len(s.repositories) * 1 * (2 + len(SERVER_PR_STATES))
     assert len(s.repositories) >= 2
-    assert verdict_lines(clean.stdout) == [f"{VERDICT}PASSED ({checked} checks, 0 mismatches)"]
+    assert verdict_lines(clean.stdout) == [
+        f"{VERDICT}PASSED ({checked} checks, 0 mismatches; {TOP_LEVEL_MATCHED.format(2)})"
+    ]
     assert not mismatch_lines(clean.stdout)
     assert clean.report is not None
     assert clean.report["reconciliation"] == {
@@ -214,14 +218,15 @@ def test_load_reconciles_its_lookback_and_passes(server_loads: ServerLoads) -> N
         "differences": [],
         "notes": [],
         "unchecked": [],
+        "windows_confirmed_by_top_level": 2,  # commits and pull requests
         "statistics_rows": {"written_by_run": 0, "rechecked": 0},
     }  # it read no statistics
-    # the load read from its start date; it reconciled the look-back only, each repository
+    # the load read from its start date; it reconciled the look-back only, at the top level
     lists = {dated(e) for e in clean.log if ".list.repository" in e["endpoint"]}
     assert lists == {(day("2026-05-20"), LOOKBACK[1])}
     assert statistics_requests(clean.log) == {
-        ("commits.statistics.repository", LOOKBACK): len(s.repositories),
-        ("pull-requests.statistics.repository", LOOKBACK): len(s.repositories),
+        ("commits.statistics.global", LOOKBACK): 1,
+        ("pull-requests.statistics.global", LOOKBACK): 1,
     }
 
 
@@ -249,7 +254,16 @@ def test_a_stale_commit_fails_reconciliation_with_exit_5(server_loads: ServerLoa
         (repo, LOOKBACK_LABEL, "lines_added", truth_added, truth_added + added),
     }
     checked = len(s.repositories) * (2 + len(SERVER_PR_STATES))
-    assert verdict_lines(failed.stdout) == [f"{VERDICT}FAILED ({checked} checks, 2 mismatches)"]
+    assert verdict_lines(failed.stdout) == [
+        f"{VERDICT}FAILED ({checked} checks, 2 mismatches; {TOP_LEVEL_MATCHED.format(1)})"
+    ]
+    # the global commit totals differ: every repository's commits are asked; the pull
+    # requests' totals still match, and no repository's are
+    assert statistics_requests(failed.log) == {
+        ("commits.statistics.global", LOOKBACK): 1,
+        ("pull-requests.statistics.global", LOOKBACK): 1,
+        ("commits.statistics.repository", LOOKBACK): len(s.repositories),
+    }
     assert mismatch_lines(failed.stdout) == expected
     assert (
         f"  mismatch {repo} {LOOKBACK_LABEL} commits: API {truth_commits}, landed "
@@ -346,15 +360,17 @@ def test_backfill_reconciles_each_window(
     assert [w["window"] for w in done.report["backfill"]] == [
         [s.isoformat(), e.isoformat()] for s, e in BACKFILL_WINDOWS
     ]
-    # the API's statistics of each repository, asked for exactly each window
+    # the API's statistics asked for exactly each window: the commit statistics of each
+    # repository (the cloud has none at the workspace level), the pull requests' of the
+    # workspace, whose totals equal the sums of what landed, so no repository's are asked
     assert statistics_requests(done.log) == {
-        (endpoint, window): len(repositories)
-        for window in BACKFILL_WINDOWS
-        for endpoint in (
-            "commits.changes-statistics.repository",
-            "pull-requests.statistics.repository",
-        )
+        **{
+            ("commits.changes-statistics.repository", w): len(repositories)
+            for w in BACKFILL_WINDOWS
+        },
+        **{("pull-requests.statistics.workspace", w): 1 for w in BACKFILL_WINDOWS},
     }
+    assert reconciliation["windows_confirmed_by_top_level"] == len(BACKFILL_WINDOWS)
 
 
 def test_progress_auto_without_a_terminal_prints_window_lines(
