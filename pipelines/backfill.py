@@ -179,7 +179,9 @@ def run_backfill(
     # one gate for every window: a 429's Retry-After holds the next window too
     gate = HostGate(int(settings.concurrency or DEFAULT_CONCURRENCY))
     # users of the whole range, found in the lists of every family the backfill reads
-    discovery = RangeDiscovery(planned[0][0], planned[-1][1], (*lists, *exports))
+    discovery = RangeDiscovery(
+        planned[0][0], planned[-1][1], (*lists, *exports), tuple(planned) if lists else ()
+    )
     result = BackfillResult()
     for key_prefix, families, windows_of in passes:
         ended = result.exports if key_prefix else result.windows

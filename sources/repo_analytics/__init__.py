@@ -363,6 +363,12 @@ def scopes_to_read(
     if range_discovery is not None and range_discovery.spans(plan.start, plan.until):
         # a window as long as the backfill (its CSV exports): the range's discovery is its own
         discovered = range_discovery.discovered(ctx)
+    elif (
+        range_discovery is not None
+        and not configured_repos
+        and range_discovery.has_window(plan.start, plan.until)
+    ):  # a backfill window: its slice of the range, read once for all the windows
+        discovered = range_discovery.window(ctx, plan.start, plan.until, plan.resources)
     elif not configured_repos or (discover_users and range_discovery is None):
         newest = latest_cursor(resource_states)
         slack = plan.cursor_slack(True)

@@ -49,6 +49,17 @@ class Discovered:
     repositories: set[tuple[str, ...]] = field(default_factory=set)
     users: set[str] = field(default_factory=set)
 
+    def add(self, other: Discovered) -> Discovered:
+        self.repositories |= other.repositories
+        self.users |= other.users
+        return self
+
+
+def discovery_families(resources: Sequence[str]) -> list[str]:
+    """The list families whose top-level lists show the scopes of `resources`: their own
+    lists; statistics alone still need the commit list."""
+    return [r for r in ("commits", "pull_requests") if r in resources] or ["commits"]
+
 
 def discover(
     ctx: ReadContext,
@@ -61,9 +72,7 @@ def discover(
     plan, spec = ctx.plan, ctx.plan.edition
     found = Discovered()
     top = top_scope(ctx)
-    # Lists of the selected families only; statistics alone still need the commit list.
-    selected = plan.resources if resources is None else resources
-    families = [r for r in ("commits", "pull_requests") if r in selected] or ["commits"]
+    families = discovery_families(plan.resources if resources is None else resources)
     for resource in families:
         endpoint = endpoint_for(ctx, resource, spec.top_level)
         if endpoint is None or endpoint.paging is None or endpoint.page_size is None:
@@ -100,29 +109,60 @@ class RangeDiscovery:
     The top-level lists show a self-hosted user only through a commit's `user` object (absent
     for an alias e-mail) or a pull request's author, while the user-level lists count alias
     commits too: a user whose only activity in a window is alias commits is invisible in that
-    window's lists. Windows therefore read the users active anywhere in the range. The first
-    window to ask reads the lists; the others wait and reuse the answer, so what a window
-    reads does not depend on which windows ran before it, or at the same time.
+    window's lists. Windows therefore read the users active anywhere in the range. The range
+    is read in the slices of its `windows` (each from its start less the cursor slack), one
+    family at a time, each slice read once, when first asked, while other askers wait: a
+    window's repositories are those of its own slice, the range's scopes those of all
+    slices, so what a window reads does not depend on which windows ran before it, or at the
+    same time, and no slice is read twice.
     """
 
     start: datetime
     until: datetime
     # the backfill's resource families: its CSV exports' window reads no list of its own
     resources: tuple[str, ...] | None = None
-    _found: Discovered | None = None
+    windows: tuple[tuple[datetime, datetime], ...] = ()  # the slices; none: the whole range
+    _slices: dict[tuple[datetime, datetime, str], Discovered] = field(default_factory=dict)
+    _reading: dict[tuple[datetime, datetime, str], threading.Lock] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def spans(self, start: datetime, until: datetime) -> bool:
         """Whether [start, until) is this whole range."""
         return (self.start, self.until) == (start, until)
 
+    def slices(self) -> tuple[tuple[datetime, datetime], ...]:
+        return self.windows or ((self.start, self.until),)
+
+    def has_window(self, start: datetime, until: datetime) -> bool:
+        """Whether [start, until) is one of the range's slices."""
+        return (start, until) in self.slices()
+
+    def window(
+        self, ctx: ReadContext, start: datetime, until: datetime, resources: Sequence[str]
+    ) -> Discovered:
+        """The scopes active in the slice [start, until) in the lists of `resources`."""
+        found = Discovered()
+        for family in discovery_families(resources):
+            found.add(self._slice(ctx, start, until, family))
+        return found
+
     def discovered(self, ctx: ReadContext) -> Discovered:
+        """The scopes active anywhere in the range, in the lists of the range's families."""
+        resources = ctx.plan.resources if self.resources is None else self.resources
+        found = Discovered()
+        for start, until in self.slices():
+            found.add(self.window(ctx, start, until, resources))
+        return found
+
+    def _slice(self, ctx: ReadContext, start: datetime, until: datetime, family: str) -> Discovered:
+        key = (start, until, family)
         with self._lock:
-            if self._found is None:
-                self._found = discover(
-                    ctx, self.start - ctx.plan.cursor_slack(True), self.until, self.resources
-                )
-            return self._found
+            reading = self._reading.setdefault(key, threading.Lock())
+        with reading:
+            if key not in self._slices:
+                since = start - ctx.plan.cursor_slack(True)
+                self._slices[key] = discover(ctx, since, until, [family])
+            return self._slices[key]
 
 
 def project_scope(ctx: ReadContext, key: str) -> Scope:
