@@ -118,8 +118,9 @@ def emit(
     (`pipelines/lake.py`).
 
     With `scope`, the table's keys name the scope and only one read of it yields them (a
-    CSV export): its keys are held apart and forgotten when that read ends (`forget`), not
-    kept to the end of the run.
+    list of a level's own table, a CSV export): its keys are held apart and forgotten when
+    that read ends (`forget`), not kept to the end of the run: a year's backfill window held
+    every level's list keys to its end (medium self-hosted: 194k of its 288k keys).
     """
     name = hints["table_name"]
     seen_at = name if scope is None else scoped(name, scope)

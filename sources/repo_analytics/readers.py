@@ -20,6 +20,7 @@ from .context import (
     ReadContext,
     Scope,
     emit,
+    forget,
     label_of,
     nullability,
     table_hints,
@@ -90,7 +91,9 @@ def with_children(
 ) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints."""
     table = to_arrow(items, endpoint.columns, scope.context)
-    yield from tagged(ctx, endpoint, table)
+    # a list's rows come from its scope alone (its key names it), so the keys it yielded
+    # are held for this read of the scope only; the child tables are shared by the levels
+    yield from tagged(ctx, endpoint, table, scope)
     for child in endpoint.children:
         owners, owner_items = table, items
         fresh = unyielded_parents(ctx, child, table)
@@ -133,11 +136,15 @@ def unyielded_parents(ctx: ReadContext, child: ChildTable, parents: pa.Table) ->
     return None if len(fresh) == parents.num_rows else fresh
 
 
-def tagged(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Iterator[Any]:
+def tagged(
+    ctx: ReadContext, endpoint: Endpoint, table: pa.Table, scope: Scope | None = None
+) -> Iterator[Any]:
+    """The endpoint's own table with its hints (keys held per `scope` read: see `emit`)."""
     yield from emit(
         ctx,
         table,
         table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)),
+        scope,
     )
 
 
@@ -157,6 +164,8 @@ def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: An
         for name in endpoint.degrade_drops:
             params.pop(name, None)
         yield from read_pages(ctx, endpoint, scope, params, page_size)
+    finally:
+        forget(ctx, endpoint.table, scope)  # the scope's list is read once a run
 
 
 def endpoint_pages(
