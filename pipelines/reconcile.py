@@ -4,7 +4,9 @@ For each repository and window: commit counts and lines added (the commit statis
 endpoint) and pull requests by state (the pull-request statistics endpoint), against the
 loaded tables. Pull requests are counted by their last update, the date the lists are read
 by: one created in a window but updated after it is loaded by a later window (or night), and
-counting by creation would report it missing where nothing is wrong.
+counting by creation would report it missing where nothing is wrong. Each window is asked
+at the top level first: where its totals equal what landed, no repository is asked one by one
+(`pipelines/reconcile_windows.py`).
 
 The repository-level statistics tables are checked too, row by row against the API's answer
 for the row's own scope and period: the stored periods that overlap a window, and (for a
@@ -23,11 +25,10 @@ fall on either side: a difference no larger than what the commits within 14 hour
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from datetime import UTC, datetime
+from typing import Any
 
 import dlt
 import duckdb
@@ -35,201 +36,35 @@ import duckdb
 from pipelines.duckdb_file import NOT_RECONCILED, lock_wait, waiting
 from pipelines.duckdb_memory import connection_config, memory_limit
 from pipelines.lake import LOAD_ID, delta_tables
+from pipelines.reconcile_model import (
+    Difference,
+    Measures,
+    Reconciliation,
+    StoredPeriod,
+    edition_checks,
+    measure,
+    refreshing_list,
+    repository_table,
+    required_endpoint,
+)
+from pipelines.reconcile_windows import (
+    WindowTotals,
+    api_statistics,
+    compare_window,
+    repository_jobs,
+)
 from pipelines.warehouse import warehouse_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
-from sources.repo_analytics.context import Scope
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.errors import SkippableApiError
 from sources.repo_analytics.origin import SOURCE
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import ReadContext
-from sources.repo_analytics.scopes import endpoint_for, repository_scope, top_scope
-from sources.repo_analytics.tables import EditionSpec, Endpoint, ReconcileSpec, StatisticsCheck
+from sources.repo_analytics.scopes import repository_scope
+from sources.repo_analytics.tables import EditionSpec, StatisticsCheck
 
-EDGE: Final = timedelta(hours=14)
-
-
-@dataclass(frozen=True)
-class EditionChecks:
-    """Where an edition keeps what is compared: its `ReconcileSpec`, with the repository-
-    level list tables and time columns of its endpoint table."""
-
-    commit_table: str
-    commit_time: str  # column compared with the window
-    commit_time_is_local: bool
-    pr_table: str
-    spec: ReconcileSpec
-
-    @property
-    def statistics(self) -> tuple[StatisticsCheck, ...]:
-        return self.spec.statistics
-
-
-def edition_checks(spec: EditionSpec) -> EditionChecks | None:
-    """What the edition reconciles, or None when its table declares nothing (or lacks the
-    repository-level lists compared)."""
-    commits = repository_endpoint(spec, "commits")
-    pull_requests = repository_endpoint(spec, "pull_requests")
-    if spec.reconcile is None or commits is None or pull_requests is None or not commits.cursor:
-        return None
-    return EditionChecks(
-        commits.table, commits.cursor, commits.cursor_naive, pull_requests.table, spec.reconcile
-    )
-
-
-@dataclass(frozen=True)
-class Measures:
-    """What is compared: only what the run read (its levels and resources)."""
-
-    commits: bool
-    pull_requests: bool
-    statistics: tuple[StatisticsCheck, ...] = ()  # the statistics tables it read
-
-
-@dataclass(frozen=True)
-class StoredPeriod:
-    """One stored statistics row of a repository: its period and measures."""
-
-    check: StatisticsCheck
-    names: tuple[str, ...]
-    start: datetime
-    end: datetime
-    landed: tuple[int, ...]
-    load_id: str | None = None  # the load that wrote it (None: written before ids were kept)
-
-
-@dataclass
-class Difference:
-    repository: str
-    window: str
-    measure: str
-    api: int
-    landed: int
-    verdict: str  # mismatch | within_edge_tolerance
-
-
-@dataclass
-class Reconciliation:
-    checked: int
-    differences: list[Difference]
-    notes: list[str] = field(default_factory=list)  # windows not checked, and why
-    # scopes the runs skipped (`resource:scope (kind)`): their rows could not be checked
-    unchecked: list[str] = field(default_factory=list)
-    # statistics rows of the checked windows: written by the run's own loads (the API's
-    # answers of this run, not asked for again), and older ones asked for and compared
-    rows_written: int = 0
-    rows_rechecked: int = 0
-    # (window, family) pairs whose top-level statistics equalled what landed: their
-    # repositories' checks hold without asking each (see `confirmed_by_top_level`)
-    windows_confirmed: int = 0
-
-    def skipping(self, reports: Iterable[RunReport]) -> Reconciliation:
-        """Name the scopes `reports` skipped: a verdict must not hide what it could not see."""
-        self.unchecked = sorted({f"{s.resource} ({s.kind})" for r in reports for s in r.skips})
-        return self
-
-    @property
-    def ok(self) -> bool:
-        return not any(d.verdict == "mismatch" for d in self.differences)
-
-    def summary(self, shown: int = 10) -> list[str]:
-        """The verdict, then up to `shown` mismatches and every note, one line each."""
-        if not self.checked and not self.rows_written:
-            why = "; ".join(note.removeprefix("not run: ") for note in self.notes)
-            return [
-                f"reconciliation with the API's statistics: not run ({why or 'nothing to check'})"
-            ]
-        tolerated = sum(d.verdict != "mismatch" for d in self.differences)
-        mismatched = [d for d in self.differences if d.verdict == "mismatch"]
-        lines = [
-            f"reconciliation with the API's statistics: "
-            f"{'PASSED' if self.ok else 'FAILED'} ({self.checked} checks, "
-            f"{len(mismatched)} mismatches"
-            + (
-                f", {tolerated} within the edge tolerance of the zone-less cloud commit date"
-                if tolerated
-                else ""
-            )
-            + (
-                f"; {self.rows_written} statistics rows written by this run from the "
-                f"API's answers, {self.rows_rechecked} older rows re-checked"
-                if self.rows_written or self.rows_rechecked
-                else ""
-            )
-            + (
-                f"; {self.windows_confirmed} window totals matched by the top-level statistics"
-                if self.windows_confirmed
-                else ""
-            )
-            + (f"; {len(self.unchecked)} skipped scopes not checked" if self.unchecked else "")
-            + ")"
-        ]
-        lines += [f"  not checked, skipped by the run: {scope}" for scope in self.unchecked[:shown]]
-        if len(self.unchecked) > shown:
-            lines.append(f"  … {len(self.unchecked) - shown} more skipped scopes in the run report")
-        lines += [
-            f"  mismatch {d.repository} {d.window} {d.measure}: API {d.api}, landed {d.landed}"
-            for d in mismatched[:shown]
-        ]
-        if len(mismatched) > shown:
-            lines.append(f"  … {len(mismatched) - shown} more in the run report")
-        return lines + [f"  {note}" for note in self.notes]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "checked": self.checked,
-            "ok": self.ok,
-            "differences": [asdict(d) for d in self.differences],
-            "notes": self.notes,
-            "unchecked": self.unchecked,
-            "windows_confirmed_by_top_level": self.windows_confirmed,
-            "statistics_rows": {
-                "written_by_run": self.rows_written,
-                "rechecked": self.rows_rechecked,
-            },
-        }
-
-
-def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
-    endpoint = endpoint_for(ctx, resource, "repository")
-    if endpoint is None:
-        raise ValueError(
-            f"the {ctx.plan.edition.name} edition has no repository-level `{resource}` endpoint"
-        )
-    return endpoint
-
-
-def repository_endpoint(spec: EditionSpec, resource: str) -> Endpoint | None:
-    """The edition's repository-level `resource`, if it has one."""
-    return next(
-        (e for e in spec.endpoints if e.resource == resource and e.level == "repository"), None
-    )
-
-
-def repository_table(spec: EditionSpec, resource: str) -> str | None:
-    """The table of the edition's repository-level `resource`, if it has one."""
-    endpoint = repository_endpoint(spec, resource)
-    return endpoint.table if endpoint is not None else None
-
-
-def refreshing_list(spec: EditionSpec, resource: str) -> Endpoint | None:
-    """The repository-level list whose items' changes change rows of statistics `resource`
-    (counted by creation period), if any: its table, cursor and creation column."""
-    return next(
-        (
-            e
-            for e in spec.endpoints
-            if e.level == "repository" and e.refreshes is not None and e.refreshes[0] == resource
-        ),
-        None,
-    )
-
-
-def measure(endpoint: Endpoint, name: str, body: Any) -> int:
-    """The value of the endpoint's column `name` in an answer (its JSON path), 0 if none."""
-    columns = {c.name: c for c in endpoint.columns}
-    return int(columns[name].read(body, {}) or 0)
+__all__ = ["Reconciliation", "reconcile", "reconcile_pipeline", "reconcile_with"]
 
 
 def reconcile(
@@ -369,30 +204,7 @@ def reconcile_with(
             ).fetchall()
             if wanted is None or tuple(names) in wanted
         ]
-    # a window whose top-level statistics equal what landed needs no repository asked
-    families = top_level_families(ctx, checks, measures)
-    top_windows = windows if wanted is None and (families.commits or families.pull_requests) else []
-    with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
-        top_answers = list(
-            pool.map(lambda w: api_statistics(ctx, checks, families, None, *w), top_windows)
-        )
-    confirmed = {
-        window: confirmed_by_top_level(totals[window], answer, families)
-        for window, answer in zip(top_windows, top_answers, strict=True)
-    }
-    jobs = []
-    for start, end in windows:
-        done = confirmed.get((start, end), Measures(False, False))
-        left = Measures(
-            measures.commits and not done.commits, measures.pull_requests and not done.pull_requests
-        )
-        result.checked += len(repositories) * (
-            len(checks.spec.commit_measures) * done.commits
-            + len(checks.spec.pr_states) * done.pull_requests
-        )
-        result.windows_confirmed += done.commits + done.pull_requests
-        if left.commits or left.pull_requests:
-            jobs += [(names, start, end, left) for names in repositories]
+    jobs = repository_jobs(ctx, checks, measures, totals, repositories, wanted is None, result)
     stored = [
         row
         for check in measures.statistics
@@ -505,247 +317,16 @@ def compare_period(
     if isinstance(answer, str):
         result.notes.append(answer)
         return
-    for measure, api_value, landed in zip(row.check.measures, answer, row.landed, strict=True):
+    for name, api_value, landed in zip(row.check.measures, answer, row.landed, strict=True):
         result.checked += 1
         if api_value != landed:
             result.differences.append(
                 Difference(
                     "/".join(row.names),
                     f"{row.start.date()}..{row.end.date()}",
-                    f"{row.check.resource}_{measure}",
+                    f"{row.check.resource}_{name}",
                     api_value,
                     landed,
                     "mismatch",
                 )
             )
-
-
-def api_statistics(
-    ctx: ReadContext,
-    checks: EditionChecks,
-    measures: Measures,
-    names: tuple[str, ...] | None,
-    start: datetime,
-    end: datetime,
-) -> tuple[Any, Any] | str:
-    """The API's commit and pull-request statistics of one repository (`names`; None: the
-    edition's top level) and window, or why they could not be read (a scope the host skips:
-    forbidden, not indexed). The query is the repository level's, on the scope's path."""
-    spec = ctx.plan.edition
-    scope = top_scope(ctx) if names is None else repository_scope(ctx, names)
-    dates = {spec.since_param: wire(start), spec.until_param: wire(end)}
-    stats = pr_stats = None
-    try:
-        if measures.commits:
-            commit_stats = required_endpoint(ctx, checks.spec.commit_statistics)
-            path = scope_path(ctx, commit_stats, scope.level, scope)
-            body = ctx.client.get_json(path, {**commit_stats.params, **dates}, "reconcile").body
-            stats = tuple(measure(commit_stats, name, body) for name in checks.spec.commit_measures)
-        if not measures.pull_requests:
-            return stats, None
-        pr_endpoint = required_endpoint(ctx, "pull_request_statistics")
-        by_update = {
-            k: v
-            for k, v in required_endpoint(ctx, "pull_requests").params.items()
-            if k in pr_endpoint.params
-        }  # the list's date type: updated
-        path = scope_path(ctx, pr_endpoint, scope.level, scope)
-        params = {**pr_endpoint.params, **by_update, **dates}
-        body = ctx.client.get_json(path, params, "reconcile").body
-        pr_stats = {state: measure(pr_endpoint, state, body) for state in checks.spec.pr_states}
-    except SkippableApiError as error:
-        where = spec.top_level if names is None else "/".join(names)
-        return f"{where} {start.date()}..{end.date()} not checked: {error}"
-    return stats, pr_stats
-
-
-def scope_path(ctx: ReadContext, endpoint: Endpoint, level: str, scope: Scope) -> str:
-    """The path of `endpoint`'s resource at `level` (the repository endpoint's own, or the
-    same resource's endpoint at the top level) for `scope`."""
-    if level == endpoint.level:
-        return scope.path(endpoint.path)
-    other = endpoint_for(ctx, endpoint.resource, level)
-    if other is None:
-        raise ValueError(
-            f"the {ctx.plan.edition.name} edition has no {level}-level {endpoint.resource}"
-        )
-    return scope.path(other.path)
-
-
-def top_level_families(ctx: ReadContext, checks: EditionChecks, measures: Measures) -> Measures:
-    """The families whose windows can be confirmed by the top level's statistics: the edition
-    has the statistics endpoint at its top level, and (commits) the commit time has a zone: a
-    zone-less one may sit on either side of an edge in the API's count."""
-    top = ctx.plan.edition.top_level
-    return Measures(
-        measures.commits
-        and not checks.commit_time_is_local
-        and endpoint_for(ctx, checks.spec.commit_statistics, top) is not None,
-        measures.pull_requests and endpoint_for(ctx, "pull_request_statistics", top) is not None,
-    )
-
-
-def confirmed_by_top_level(
-    totals: WindowTotals, answers: tuple[Any, Any] | str, families: Measures
-) -> Measures:
-    """The families of a window whose top-level statistics (`answers`) equal the sums of what
-    landed.
-    Every landed row was read from the API, so a repository holds more than the API counts
-    only through a row the API has changed since (a pull request updated again, counted in
-    its later window, where the dataset then lacks it): equal sums need such faults to
-    cancel exactly. Its repositories are then not asked one by one. A host that refuses the
-    top level, or counts repositories the run did not read, confirms nothing: each
-    repository is asked, as without the top level."""
-    if isinstance(answers, str):
-        return Measures(False, False)
-    stats, pr_stats = answers
-    commits = families.commits and list(stats) == [
-        sum(int(v[i] or 0) for v in totals.commits().values()) for i in range(2)
-    ]
-    by_state: dict[str, int] = {}
-    for counts in totals.pull_requests().values():
-        for state, count in counts.items():
-            by_state[state] = by_state.get(state, 0) + count
-    pull_requests = families.pull_requests and all(
-        pr_stats[state] == by_state.get(state, 0) for state in totals.checks.spec.pr_states
-    )
-    return Measures(commits, pull_requests)
-
-
-def compare_window(
-    totals: WindowTotals,
-    names: tuple[str, ...],
-    answers: tuple[Any, Any],
-    result: Reconciliation,
-    measures: Measures,
-) -> None:
-    """One repository (`names`: its key columns) in the window of `totals`."""
-    stats, pr_stats = answers
-    window = WindowCheck(totals, names, result)
-    if measures.commits:
-        window.commits(stats)
-    if measures.pull_requests:
-        window.pull_requests(pr_stats)
-
-
-@dataclass
-class WindowTotals:
-    """What landed in one window, per repository of the run's source: one grouped query per
-    measure and window, each made when first asked, not one per repository."""
-
-    con: duckdb.DuckDBPyConnection
-    spec: EditionSpec
-    checks: EditionChecks
-    source: str
-    start: datetime
-    end: datetime
-    _asked: dict[str, dict[tuple[Any, ...], list[Any]]] = field(default_factory=dict)
-
-    def bounds(self) -> tuple[datetime, datetime]:
-        if self.checks.commit_time_is_local:
-            return self.start.replace(tzinfo=None), self.end.replace(tzinfo=None)
-        return self.start, self.end
-
-    def commits(self) -> dict[tuple[Any, ...], list[Any]]:
-        """Commits and lines added whose time is in the window."""
-        low, high = self.bounds()
-        at = self.checks.commit_time
-        return self.grouped("commits", f"{at} >= ? AND {at} < ?", [low, high])
-
-    def near_edges(self) -> dict[tuple[Any, ...], list[Any]]:
-        """Commits and lines added within `EDGE` of either end of the window (a zone-less
-        commit time may sit on either side of it)."""
-        low, high = self.bounds()
-        at = self.checks.commit_time
-        return self.grouped(
-            "near",
-            f"(({at} >= ? AND {at} < ?) OR ({at} >= ? AND {at} < ?))",
-            [low - EDGE, low + EDGE, high - EDGE, high + EDGE],
-        )
-
-    def pull_requests(self) -> dict[tuple[Any, ...], dict[str, int]]:
-        """Pull requests updated in the window, by state."""
-        found = self.asked(
-            "pull_requests",
-            f"SELECT {self.key}, lower(state), count(*) FROM {self.checks.pr_table} "
-            f"WHERE {SOURCE} = ? AND updated_at >= ? AND updated_at < ? GROUP BY ALL",
-            [self.source, self.start, self.end],
-            len(self.spec.repository_key) + 1,
-        )
-        by_state: dict[tuple[Any, ...], dict[str, int]] = {}
-        for (*names, state), (count,) in found.items():
-            by_state.setdefault(tuple(names), {})[state] = int(count)
-        return by_state
-
-    @property
-    def key(self) -> str:
-        return ", ".join(self.spec.repository_key)
-
-    def grouped(self, name: str, where: str, params: list[Any]) -> dict[tuple[Any, ...], list[Any]]:
-        return self.asked(
-            name,
-            f"SELECT {self.key}, count(*), coalesce(sum(lines_added), 0) "
-            f"FROM {self.checks.commit_table} WHERE {SOURCE} = ? AND {where} GROUP BY ALL",
-            [self.source, *params],
-            len(self.spec.repository_key),
-        )
-
-    def asked(
-        self, name: str, query: str, params: list[Any], width: int
-    ) -> dict[tuple[Any, ...], list[Any]]:
-        if name not in self._asked:
-            self._asked[name] = {
-                tuple(row[:width]): list(row[width:])
-                for row in self.con.execute(query, params).fetchall()
-            }
-        return self._asked[name]
-
-
-@dataclass
-class WindowCheck:
-    """One repository and window: landed rows against the API's answers."""
-
-    totals: WindowTotals
-    names: tuple[str, ...]  # the repository's key columns
-    result: Reconciliation
-
-    def differs(self, measure: str, api: int, landed: int, verdict: str) -> None:
-        self.result.differences.append(
-            Difference(
-                "/".join(self.names),
-                f"{self.totals.start.date()}..{self.totals.end.date()}",
-                measure,
-                api,
-                int(landed),
-                verdict,
-            )
-        )
-
-    def commits(self, stats: Any) -> None:
-        landed = self.totals.commits().get(self.names, [0, 0])
-        edge = {"commits": 0, "lines_added": 0}  # what commits near an edge could account for
-        if self.totals.checks.commit_time_is_local:
-            near = self.totals.near_edges().get(self.names, [0, 0])
-            edge = {"commits": int(near[0]), "lines_added": int(near[1])}
-        for name, api_value, landed_value in (
-            ("commits", stats[0], landed[0]),
-            ("lines_added", stats[1], landed[1]),
-        ):
-            self.result.checked += 1
-            if api_value != landed_value:
-                self.differs(
-                    name,
-                    api_value,
-                    landed_value,
-                    "within_edge_tolerance"
-                    if abs(api_value - landed_value) <= edge[name]
-                    else "mismatch",
-                )
-
-    def pull_requests(self, pr_stats: Any) -> None:
-        counts = self.totals.pull_requests().get(self.names, {})
-        for state in self.totals.checks.spec.pr_states:
-            self.result.checked += 1
-            api_value = pr_stats[state]
-            if api_value != counts.get(state, 0):
-                self.differs(f"pull_requests_{state}", api_value, counts.get(state, 0), "mismatch")

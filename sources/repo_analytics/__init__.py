@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 import dlt
 from dlt.extract.resource import DltResource
 
-from .client import HostGate, edition_client
+from .client import edition_client
 from .config import RepoAnalyticsConfiguration, ResolvedInTheSource
 from .csv_export import read_csv
 from .details import PENDING_STATE_KEY, read_pending
@@ -58,6 +58,7 @@ from .scopes import (
     user_scope,
 )
 from .tables import Endpoint
+from .transport import HostGate
 
 __all__ = [
     "ConfigError",

@@ -1,21 +1,19 @@
 """The one HTTP client: session per thread, auth, timeouts, tenacity retries, error classes.
 
-Every request of the extractor goes through `ApiClient.get`; nothing else imports requests.
+Every request of the extractor goes through `ApiClient.get`; nothing else but its helpers
+(`transport.py`: retryable failures, Retry-After, the host gate, TLS guards) imports requests.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import ssl
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import orjson
 import requests
@@ -24,18 +22,24 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from urllib3.exceptions import NewConnectionError
 
 from .config import RetryConfiguration
-from .errors import (
-    CertificateError,
-    DowngradeError,
-    FatalApiError,
-    RetryBudgetExhausted,
-    SkippableApiError,
-)
+from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .fanin import CpuTurn
 from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
 from .tables import ErrorEnvelope, ErrorRule
+from .transport import (
+    HostGate,
+    NoDowngradeSession,
+    RetryableError,
+    content_kind,
+    environment_ca_bundle,
+    is_retryable,
+    reason_of,
+    retry_after_seconds,
+    sanitise,
+    tls_error,
+)
 
 JSON_TYPES = ("application/json", "text/json")
 CHUNK_BYTES = 64 * 1024
@@ -44,137 +48,12 @@ CHUNK_BYTES = 64 * 1024
 SPOOL_BYTES = 2 * 1024 * 1024
 
 
-class RetryableError(Exception):
-    """A transient failure; `retry_after` is the host's own wait hint in seconds;
-    `unreachable` names the host when no connection could be made (refused, no such name)."""
-
-    def __init__(
-        self, reason: str, retry_after: float | None = None, unreachable: str | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.reason, self.retry_after, self.unreachable = reason, retry_after, unreachable
-
-
-def reason_of(error: BaseException | None) -> str:
-    """What failed, for logs and messages."""
-    return error.reason if isinstance(error, RetryableError) else str(error)
-
-
-def is_retryable(error: BaseException) -> bool:
-    """Transient failures, and skippable ones the host may clear soon (unindexed changes)."""
-    return isinstance(error, RetryableError) or (
-        isinstance(error, SkippableApiError) and error.retryable
-    )
-
-
 @dataclass(frozen=True)
 class Answer:
     """A decoded JSON answer and the URL it came from (sanitised)."""
 
     body: Any
     url: str
-
-
-def sanitise(url: str) -> str:
-    """The URL without user info, safe for logs and messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds (a number, or an HTTP date relative to now)."""
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-def content_kind(response: requests.Response) -> str:
-    """The answer's media type without parameters, lower case (`text/csv`)."""
-    return response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-
-
-class HostGate:
-    """Shared by every thread talking to one host: a 429 holds all of them, not just one, and
-    at most `max_in_flight` requests are open at once, however many windows and scopes run."""
-
-    def __init__(self, max_in_flight: int) -> None:
-        self._lock = threading.Lock()
-        self._not_before = 0.0
-        self.in_flight = threading.BoundedSemaphore(max_in_flight)
-
-    def hold(self, seconds: float) -> None:
-        with self._lock:
-            self._not_before = max(self._not_before, time.monotonic() + seconds)
-
-    def wait_turn(self) -> float:
-        with self._lock:
-            delay = self._not_before - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-            return delay
-        return 0.0
-
-
-def environment_ca_bundle() -> str | None:
-    """The CA bundle the environment names, as requests reads it (`REQUESTS_CA_BUNDLE`, then
-    `CURL_CA_BUNDLE`), or None."""
-    return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None
-
-
-class NoDowngradeSession(requests.Session):
-    """requests' session, but a redirect from HTTPS to plain HTTP is refused before it is
-    sent (requests would follow it, dropping only the `Authorization` header)."""
-
-    def rebuild_auth(self, prepared_request: Any, response: requests.Response) -> None:
-        old, new = str(response.request.url or ""), str(prepared_request.url or "")
-        if urlsplit(old).scheme == "https" and urlsplit(new).scheme != "https":
-            raise DowngradeError(new, "a redirect")
-        super().rebuild_auth(prepared_request, response)
-
-
-def ssl_failure(error: BaseException) -> ssl.SSLError | None:
-    """The `ssl.SSLError` inside requests' and urllib3's wrappers of `error`, if any."""
-    seen: list[BaseException] = []
-    todo: list[Any] = [error]
-    while todo:
-        current = todo.pop()
-        if not isinstance(current, BaseException) or current in seen:
-            continue
-        seen.append(current)
-        if isinstance(current, ssl.SSLError):
-            return current
-        todo += [*current.args, getattr(current, "reason", None), current.__cause__]
-        todo.append(current.__context__)
-    return None
-
-
-def tls_error(error: requests.exceptions.SSLError, url: str) -> Exception:
-    """A failed TLS handshake: fatal when retrying cannot help (a certificate that fails
-    verification, a port that does not speak TLS), else retried like a reset connection."""
-    found = ssl_failure(error)
-    if isinstance(found, ssl.SSLCertVerificationError):
-        return CertificateError(url, str(found.verify_message or found.reason or "failed"))
-    if found is not None and found.reason == "WRONG_VERSION_NUMBER":
-        return FatalApiError(
-            "not_tls",
-            f"{sanitise(url)} does not answer TLS (most likely it speaks plain HTTP): check the "
-            "scheme of base_url; nothing of this run was written",
-        )
-    reason = found.reason if found is not None and found.reason else type(error).__name__
-    return RetryableError(f"TLS error from {sanitise(url)}: {reason}")
 
 
 class ApiClient:

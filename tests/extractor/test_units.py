@@ -14,7 +14,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sources.repo_analytics.client import retry_after_seconds, sanitise
 from sources.repo_analytics.cloud import (
     CLOUD,
     COMMIT_COLUMNS,
@@ -31,6 +30,7 @@ from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLink
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.server import PAGING as SERVER_PAGING
 from sources.repo_analytics.tables import child_rows, to_arrow
+from sources.repo_analytics.transport import retry_after_seconds, sanitise
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 VALID: dict[str, Any] = {
