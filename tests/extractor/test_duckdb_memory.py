@@ -1,5 +1,7 @@
 """`duckdb_memory_limit` (issue 11): the limit reaches DuckDB through dlt's own credentials
-setting, dlt's `global_config` wins where it names a limit, and values are checked.
+setting, dlt's `global_config` wins where it names a limit, and values are checked. A load
+into DuckDB runs at most two jobs at a time (the merges share the limit), unless dlt's own
+`load.workers` says otherwise.
 
 Real dlt pipelines into real DuckDB files; the limit read back from DuckDB itself. A run
 stopped by the limit, and a bad value on the command line, are in test_config_keys.py and
@@ -9,11 +11,13 @@ test_client_faults.py.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dlt
 import pytest
 
 from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination, memory_limit
+from pipelines.warehouse import DUCKDB_LOAD_WORKERS, locked_load
 from sources.repo_analytics.config import default_of
 from sources.repo_analytics.errors import ConfigError
 
@@ -76,3 +80,56 @@ def test_a_bad_value_names_the_key_and_the_valid_ones(value: str) -> None:
         memory_limit({"duckdb_memory_limit": value})
     assert raised.value.key == "duckdb_memory_limit"
     assert "256MB or 2GB" in str(raised.value) and "`default`" in str(raised.value)
+
+
+def job_spans(folder: Path) -> list[tuple[Any, Any]]:
+    """Extract and normalize a dozen merged tables, load them with `locked_load`, and return
+    each load job's [started, finished] from dlt's load metrics, in order of start."""
+    pipeline = dlt.pipeline(
+        "workers_probe",
+        destination=duckdb_destination(str(folder / "workers.duckdb"), "150MB"),
+        dataset_name="probe",
+        pipelines_dir=str(folder / "pipelines"),
+    )
+    rows = [{"id": i, "value": f"value {i}"} for i in range(ROWS)]
+    pipeline.extract(
+        [
+            dlt.resource(rows, name=f"t{number}", primary_key="id", write_disposition="merge")
+            for number in range(12)
+        ]
+    )  # one package: its jobs are the load's to schedule
+    pipeline.normalize()
+    info = locked_load(pipeline)
+    spans = [
+        (job.started_at, job.finished_at)
+        for metrics in info.metrics.values()
+        for step in metrics
+        for job in step["job_metrics"].values()
+    ]
+    assert len(spans) >= 12 and all(end is not None for _, end in spans)
+    return sorted(spans)
+
+
+ROWS = 5_000
+
+
+def most_at_once(spans: list[tuple[Any, Any]]) -> int:
+    """The most jobs running at one moment (a job's end before another's start at a tie)."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_a_duckdb_load_runs_two_jobs_at_most(tmp_path: Path) -> None:
+    """dlt ran up to 20 jobs at once: a large year's merges then failed to pin memory under
+    the 150MB limit and were retried. Now no more than two run at a time."""
+    assert DUCKDB_LOAD_WORKERS == 2
+    assert most_at_once(job_spans(tmp_path)) <= DUCKDB_LOAD_WORKERS
+
+
+def test_dlts_load_workers_setting_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOAD__WORKERS", "8")
+    assert most_at_once(job_spans(tmp_path)) > DUCKDB_LOAD_WORKERS
