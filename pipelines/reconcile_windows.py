@@ -49,7 +49,7 @@ def api_statistics(
     try:
         if measures.commits:
             commit_stats = required_endpoint(ctx, checks.spec.commit_statistics)
-            path = scope_path(ctx, commit_stats, scope.level, scope)
+            path = scope_path(ctx, commit_stats, scope)
             body = ctx.client.get_json(path, {**commit_stats.params, **dates}, "reconcile").body
             stats = tuple(measure(commit_stats, name, body) for name in checks.spec.commit_measures)
         if not measures.pull_requests:
@@ -60,7 +60,7 @@ def api_statistics(
             for k, v in required_endpoint(ctx, "pull_requests").params.items()
             if k in pr_endpoint.params
         }  # the list's date type: updated
-        path = scope_path(ctx, pr_endpoint, scope.level, scope)
+        path = scope_path(ctx, pr_endpoint, scope)
         params = {**pr_endpoint.params, **by_update, **dates}
         body = ctx.client.get_json(path, params, "reconcile").body
         pr_stats = {state: measure(pr_endpoint, state, body) for state in checks.spec.pr_states}
@@ -70,15 +70,15 @@ def api_statistics(
     return stats, pr_stats
 
 
-def scope_path(ctx: ReadContext, endpoint: Endpoint, level: str, scope: Scope) -> str:
-    """The path of `endpoint`'s resource at `level` (the repository endpoint's own, or the
-    same resource's endpoint at the top level) for `scope`."""
-    if level == endpoint.level:
+def scope_path(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> str:
+    """The path of `endpoint`'s resource at the level of `scope` (the repository endpoint's
+    own, or the same resource's endpoint at the top level)."""
+    if scope.level == endpoint.level:
         return scope.path(endpoint.path)
-    other = endpoint_for(ctx, endpoint.resource, level)
+    other = endpoint_for(ctx, endpoint.resource, scope.level)
     if other is None:
         raise ValueError(
-            f"the {ctx.plan.edition.name} edition has no {level}-level {endpoint.resource}"
+            f"the {ctx.plan.edition.name} edition has no {scope.level}-level {endpoint.resource}"
         )
     return scope.path(other.path)
 
@@ -101,6 +101,7 @@ def confirmed_by_top_level(
 ) -> Measures:
     """The families of a window whose top-level statistics (`answers`) equal the sums of what
     landed.
+
     Every landed row was read from the API, so a repository holds more than the API counts
     only through a row the API has changed since (a pull request updated again, counted in
     its later window, where the dataset then lacks it): equal sums need such faults to
@@ -113,12 +114,10 @@ def confirmed_by_top_level(
     commits = families.commits and list(stats) == [
         sum(int(v[i] or 0) for v in totals.commits().values()) for i in range(2)
     ]
-    by_state: dict[str, int] = {}
-    for counts in totals.pull_requests().values():
-        for state, count in counts.items():
-            by_state[state] = by_state.get(state, 0) + count
+    # only the families asked for: a run that read no pull requests may have no such table
     pull_requests = families.pull_requests and all(
-        pr_stats[state] == by_state.get(state, 0) for state in totals.checks.spec.pr_states
+        pr_stats[state] == sum(counts.get(state, 0) for counts in totals.pull_requests().values())
+        for state in totals.checks.spec.pr_states
     )
     return Measures(commits, pull_requests)
 

@@ -300,6 +300,37 @@ def test_no_reconcile_skips_the_check(server_loads: ServerLoads) -> None:
     )
 
 
+def test_a_commits_only_load_is_reconciled_at_the_top_level(tmp_path: Path) -> None:
+    """A load of commits alone into a new file (no pull-request table): PASSED with every
+    repository's commits and lines checked, through the global commit statistics alone; the
+    landed commits of the look-back are the truth's."""
+    with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
+        done = run(
+            sim, tmp_path, "load", *LOAD_DATES, "--levels", "repository", "--resources", "commits"
+        )
+        truth = [
+            c
+            for c in sim.truth("commits")
+            if LOOKBACK[0] <= from_z(c["authorTimestamp"]) < LOOKBACK[1]
+        ]
+    assert done.returncode == 0, done.stdout + done.stderr
+    repositories = query(
+        tmp_path / "data.duckdb",
+        "SELECT DISTINCT project_key, repository_slug FROM server_commits",
+    )
+    checked = len(repositories) * 2
+    assert verdict_lines(done.stdout) == [
+        f"{VERDICT}PASSED ({checked} checks, 0 mismatches; {TOP_LEVEL_MATCHED.format(1)})"
+    ]
+    assert statistics_requests(done.log) == {("commits.statistics.global", LOOKBACK): 1}
+    (landed,) = query(
+        tmp_path / "data.duckdb",
+        "SELECT count(*) FROM server_commits WHERE author_timestamp >= ? AND author_timestamp < ?",
+        list(LOOKBACK),
+    )[0]
+    assert truth and landed == len(truth)
+
+
 # --------------------------------------------------------------------------------------------
 # A. reconciliation after a cloud `backfill`, per window; B. --progress auto (the default)
 # --------------------------------------------------------------------------------------------
