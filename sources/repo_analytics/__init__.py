@@ -48,10 +48,9 @@ from .scopes import (
     Discovered,
     RangeDiscovery,
     directory_users,
-    discover,
     endpoint_for,
     known_scopes,
-    latest_cursor,
+    nightly_discovery,
     project_scope,
     repository_scope,
     top_scope,
@@ -371,12 +370,7 @@ def scopes_to_read(
     ):  # a backfill window: its slice of the range, read once for all the windows
         discovered = range_discovery.window(ctx, plan.start, plan.until, plan.resources)
     elif not configured_repos or (discover_users and range_discovery is None):
-        newest = latest_cursor(resource_states)
-        slack = plan.cursor_slack(True)
-        since = plan.start - slack
-        if not plan.backfill and newest is not None and newest - plan.lookback - slack < plan.until:
-            since = max(since, newest - plan.lookback - slack)
-        discovered = discover(ctx, since)
+        discovered = nightly_discovery(ctx, resource_states)
     if configured_repos:
         repositories = {tuple(name.split("/")) for name in plan.repositories or ()}
     else:

@@ -53,6 +53,9 @@ class ReadContext:
     # natural keys yielded so far in this run, per table, or per table and scope where only
     # one read of the scope yields them (see `emit`)
     emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
+    # a nightly's discovery pages of the top-level lists, by request, until their resource
+    # reads them (see `readers.endpoint_pages`)
+    kept_pages: dict[tuple[Any, ...], list[list[Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

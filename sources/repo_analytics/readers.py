@@ -29,6 +29,7 @@ from .dates import period_floor, period_next, periods, wire
 from .details import read_details
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
+from .settings import KEPT_PAGES_MOST
 from .tables import REMOVED, ChildTable, Endpoint, child_rows, to_arrow
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
@@ -153,7 +154,7 @@ def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: An
     label = label_of(endpoint, scope)
     since, until = bounds(ctx, endpoint, last_value)
     params: dict[str, Any] = {**endpoint.params, **date_params(ctx, since, until)}
-    page_size = min(ctx.plan.page_size or endpoint.page_size or 1, endpoint.page_size or 1)
+    page_size = list_page_size(ctx, endpoint)
     try:
         yield from read_pages(ctx, endpoint, scope, params, page_size)
     except SkippableApiError as error:
@@ -168,6 +169,11 @@ def read_list(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: An
         forget(ctx, endpoint.table, scope)  # the scope's list is read once a run
 
 
+def list_page_size(ctx: ReadContext, endpoint: Endpoint) -> int:
+    """The run's page size (`page_size`), never above the endpoint's largest."""
+    return min(ctx.plan.page_size or endpoint.page_size or 1, endpoint.page_size or 1)
+
+
 def endpoint_pages(
     ctx: ReadContext,
     endpoint: Endpoint,
@@ -175,12 +181,36 @@ def endpoint_pages(
     params: Mapping[str, Any],
     page_size: int,
     label: str,
+    keep: bool = False,
 ) -> Iterator[list[Any]]:
-    """Every page's items of a paged list, with the paging scheme its endpoint names."""
+    """Every page's items of a paged list, with the paging scheme its endpoint names.
+
+    `keep`: the pages are also kept (up to `KEPT_PAGES_MOST`) for the one later read of the
+    very same request, which takes them instead of asking again: a nightly's discovery
+    reads the top-level lists its top-level resources read next."""
     if endpoint.paging is None:
         raise ValueError(f"`{endpoint.name}` is not a paged list: its endpoint names no paging")
+    request = (path, tuple(sorted(params.items())), page_size)
+    with ctx.lock:
+        kept = ctx.kept_pages.pop(request, None)
+    if kept is not None:
+        yield from kept
+        return
     paginator = endpoint.paging.paginator(page_size, ctx.plan.api_base)
-    yield from pages(ctx.client, paginator, path, params, label)
+    read = pages(ctx.client, paginator, path, params, label)
+    if not keep:
+        yield from read
+        return
+    keeping: list[list[Any]] | None = []
+    for items in read:
+        if keeping is not None and len(keeping) < KEPT_PAGES_MOST:
+            keeping.append(items)
+        else:  # a long gap since the last run: the resource reads its pages itself
+            keeping = None
+        yield items
+    if keeping is not None:
+        with ctx.lock:
+            ctx.kept_pages[request] = keeping
 
 
 def read_pages(

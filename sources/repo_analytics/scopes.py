@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from .context import ReadContext, Scope
 from .dates import wire
-from .readers import directory_items, endpoint_pages
+from .readers import directory_items, endpoint_pages, list_page_size
 from .tables import Endpoint, to_arrow
 
 
@@ -66,9 +66,11 @@ def discover(
     since: datetime,
     until: datetime | None = None,
     resources: Sequence[str] | None = None,
+    keep: bool = False,
 ) -> Discovered:
     """Repositories and users with activity in [since, until) (until: the run's end), from
-    the top-level lists of the run's resource families (or `resources`)."""
+    the top-level lists of the run's resource families (or `resources`); `keep`: their pages
+    are kept for the top-level resource's read of the same request (`endpoint_pages`)."""
     plan, spec = ctx.plan, ctx.plan.edition
     found = Discovered()
     top = top_scope(ctx)
@@ -89,8 +91,9 @@ def discover(
             endpoint,
             top.path(endpoint.path),
             params,
-            endpoint.page_size,
+            list_page_size(ctx, endpoint),
             f"discovery.{endpoint.name}",
+            keep,
         ):
             table = to_arrow(items, key_columns, {})
             found.repositories.update(
@@ -99,6 +102,35 @@ def discover(
             for name in spec.user_columns:
                 if name in table.column_names:
                     found.users.update(u for u in table.column(name).to_pylist() if u)
+    return found
+
+
+def nightly_discovery(ctx: ReadContext, resource_states: Mapping[str, Any]) -> Discovered:
+    """The scopes active since the last run: each family's top-level list read from where
+    its top-level resource reads it (its cursor less the look-back and the cursor's slack),
+    so that resource takes the pages read here; with no such cursor, from the newest
+    cursor of all, less the widest slack. Never before the start."""
+    plan = ctx.plan
+    found = Discovered()
+    newest = latest_cursor(resource_states)
+    top = top_scope(ctx)
+    for family in discovery_families(plan.resources):
+        endpoint = endpoint_for(ctx, family, plan.edition.top_level)
+        if endpoint is None:
+            continue
+        states = resource_states.get(endpoint.name) or {}
+        cursor = ((states.get(SCOPES_STATE_KEY) or {}).get(top.key) or {}).get(CURSOR_STATE_KEY)
+        anchor, slack = newest, plan.cursor_slack(True)
+        if isinstance(cursor, datetime):
+            anchor = cursor if cursor.tzinfo else cursor.replace(tzinfo=UTC)
+            slack = plan.cursor_slack(endpoint.cursor_naive)
+        since = plan.start - slack
+        if anchor is not None and anchor - plan.lookback - slack < plan.until:
+            since = max(since, anchor - plan.lookback - slack)
+        read_next = (
+            not plan.backfill and plan.edition.top_level in plan.levels and family in plan.resources
+        )
+        found.add(discover(ctx, since, resources=[family], keep=read_next))
     return found
 
 

@@ -16,6 +16,10 @@ DEFAULT_CONCURRENCY: Final = 4
 # Rows of one table handed to dlt as one Arrow item: dlt computes and checks a table's schema
 # for every Arrow item it is given, so pages are gathered (a page holds 100-1,000 rows).
 ROWS_PER_ITEM: Final = 20_000
+# A nightly's discovery keeps the top-level lists' pages it read for the top-level resources,
+# which read the same requests next: at most this many pages a list (a few days' worth), so a
+# long gap between runs holds no month of the lists.
+KEPT_PAGES_MOST: Final = 10
 
 
 # the highest value of any `retry` setting (config.RetryConfiguration holds the others)

@@ -3,6 +3,7 @@ the end-to-end tests of both editions."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,6 +129,19 @@ def assert_window_rows(
     assert not extra, f"{what}: {len(extra)} rows outside the window, e.g. {sorted(extra)[:3]}"
     wrong = [(got[k], expected[k][1]) for k in got if got[k] != expected[k][1]]
     assert not wrong, f"{what}: {len(wrong)} rows differ from truth, e.g. {wrong[:2]}"
+
+
+def assert_no_list_request_twice(log: list[dict[str, Any]]) -> None:
+    """No page of a list is asked twice in a run (same path, same parameters): a nightly's
+    discovery and its top-level resources share the top-level lists' pages."""
+    asked = Counter(
+        (entry["path"], tuple(sorted(entry["params"].items())))
+        for entry in log
+        if ".list." in entry["endpoint"]
+    )
+    again = {request: times for request, times in asked.items() if times > 1}
+    assert not again, again
+    assert asked, "no list request in the log"
 
 
 def run_with_log(

@@ -11,7 +11,14 @@ import pytest
 
 from tests.extractor.cloud_load.truth import LOOKBACK, SLACK, START, Truth
 from tests.extractor.conftest import Loader
-from tests.extractor.helpers import GRAIN, as_utc, from_ms, period_floor, period_next
+from tests.extractor.helpers import (
+    GRAIN,
+    as_utc,
+    assert_no_list_request_twice,
+    from_ms,
+    period_floor,
+    period_next,
+)
 
 WIRE_FORMAT = "%Y-%m-%dT%H:%M:%S+00:00"
 
@@ -104,11 +111,11 @@ def assert_reads_only_look_back(
     grain: str = GRAIN,
 ) -> None:
     """A nightly run re-reads only the look-back behind each scope's cursor: every dated
-    request's since_date is no earlier than (cursor - look-back), minus 26 h for commits.
-    Repository discovery reads the workspace lists from (previous clock - look-back - 26 h).
-    Older pull-request statistics are read only for the (scope, period) pairs in
-    `refreshed`, one period each: the creation periods of pull requests the run read."""
-    discovery = cursors.until - LOOKBACK - SLACK
+    request's since_date is no earlier than (cursor - look-back), minus 26 h for commits;
+    repository discovery reads the workspace lists from there too, and no list page is asked
+    twice (the workspace resources take discovery's pages). Older pull-request statistics
+    are read only for the (scope, period) pairs in `refreshed`, one period each: the
+    creation periods of pull requests the run read."""
     checked = 0
     for entry in log:
         since_text = entry["params"].get("since_date")
@@ -140,8 +147,6 @@ def assert_reads_only_look_back(
             ):
                 checked += 1
                 continue
-        if level == "workspace" and ".list." in endpoint:
-            bound = discovery if bound is None else min(bound, discovery)
         if bound is None:  # a scope new in this run starts at the start
             assert since >= start - SLACK, entry
             continue
@@ -152,6 +157,7 @@ def assert_reads_only_look_back(
         )
         checked += 1
     assert checked > 0
+    assert_no_list_request_twice(log)
 
 
 def assert_request_parameters(

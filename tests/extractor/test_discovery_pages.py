@@ -1,0 +1,47 @@
+"""A nightly's discovery reads the top-level lists from where the top-level resources read
+them, and those resources take its pages instead of asking again: up to `KEPT_PAGES_MOST`
+pages a list; a longer list is read again by its resource, and nothing is lost either way."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sources.repo_analytics.settings import KEPT_PAGES_MOST
+from tests.extractor.helpers import run_with_log, snapshot
+
+SCOPES = {"levels": "global,repository", "resources": "commits,pull_requests"}
+
+
+def global_pages(log: list[dict[str, Any]], endpoint: str) -> Counter[tuple[Any, ...]]:
+    """How often each page of a global list was asked in `log`."""
+    return Counter(
+        tuple(sorted(entry["params"].items())) for entry in log if entry["endpoint"] == endpoint
+    )
+
+
+@pytest.mark.parametrize(("page_size", "kept"), [(None, True), (2, False)])
+def test_nightly_discovery_pages_serve_the_global_lists(
+    make_sim: Any, loader: Any, page_size: int | None, kept: bool
+) -> None:
+    sim = make_sim(edition="server", size="small")
+    run = loader(sim)
+    run.load(**SCOPES)
+    first = snapshot(run)
+    _, log = run_with_log(sim, run, **SCOPES, page_size=page_size)
+    assert snapshot(run) == first  # the same clock: nothing new, nothing lost
+    commits = global_pages(log, "commits.list.global")
+    # with page size 2, the look-back of the global commit list is longer than what is kept
+    assert (len(commits) <= KEPT_PAGES_MOST) is kept, len(commits)
+    for endpoint in ("commits.list.global", "pull-requests.list.global"):
+        pages = global_pages(log, endpoint)
+        # discovery reads the range the resource reads, with the run's page size
+        assert len({dict(page)["sinceDate"] for page in pages}) == 1, (endpoint, pages)
+        if page_size is not None:
+            assert {dict(page)["limit"] for page in pages} == {str(page_size)}, (endpoint, pages)
+        if len(pages) <= KEPT_PAGES_MOST:  # discovery's pages served the resource
+            assert set(pages.values()) == {1}, (endpoint, pages)
+        else:  # discovery kept none; the resource read every page again
+            assert set(pages.values()) == {2}, (endpoint, pages)
