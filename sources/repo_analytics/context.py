@@ -3,7 +3,6 @@ handed to dlt with their table hints."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ class ReadContext:
     directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
     # natural keys yielded so far in this run, per table, or per table and scope where only
     # one read of the scope yields them (see `emit`)
-    emitted: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
+    emitted: dict[str, set[str]] = field(default_factory=dict)  # `row_keys`
     # a nightly's discovery pages of the top-level lists, by request, until their resource
     # reads them (see `readers.endpoint_pages`)
     kept_pages: dict[tuple[Any, ...], list[list[Any]]] = field(default_factory=dict)
@@ -130,11 +129,12 @@ def emit(
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
     table = with_source(table, ctx.plan.source)
-    key_columns = [key_values(table.column(c)) for c in hints["primary_key"]]
+    # the run reads one source: its keys are told apart without it
+    keys = row_keys(table, [c for c in hints["primary_key"] if c != SOURCE])
     with ctx.lock:
         seen = ctx.emitted.setdefault(seen_at, set())
         keep = []
-        for key in zip(*key_columns, strict=True):
+        for key in keys:
             keep.append(key not in seen)
             seen.add(key)
     if not all(keep):
@@ -153,22 +153,32 @@ def forget(ctx: ReadContext, table: str, scope: Scope) -> None:
         ctx.emitted.pop(scoped(table, scope), None)
 
 
-SHARED_VALUE_ROWS = 64  # below it the check costs more than the strings it saves
+# A row's natural key as one string: its values (as text) joined by a separator no value has;
+# a NUL in a value is written as NUL + 0x01, a missing value as NUL + 0x02, so the form is
+# one-to-one and a value without NUL is itself.
+KEY_SEPARATOR = "\x00\x00"
+ESCAPED_NUL = "\x00\x01"
+NULL_VALUE = "\x00\x02"
 
 
-def key_values(column: pa.ChunkedArray) -> list[Any]:
-    """A key column's values, for the run's set of keys emitted. A value every row of the
-    batch shares (the source, a level, a scope, a repository) is one interned object rather
-    than a string per row: the set lives to the end of the run, and a year's CSV exports put a
-    million keys in it."""
-    if (
-        len(column) >= SHARED_VALUE_ROWS
-        and column.null_count == 0
-        and pc.count_distinct(column).as_py() == 1
-    ):
-        value = column[0].as_py()
-        return [sys.intern(value) if isinstance(value, str) else value] * len(column)
-    return column.to_pylist()
+def row_keys(table: pa.Table, names: list[str]) -> list[str]:
+    """Each row's key over the columns `names`, as one string (see `KEY_SEPARATOR`).
+
+    The run's sets of emitted keys hold one string per row, not a tuple of values: a year's
+    CSV exports put a million keys in them, and a tuple of three strings costs twice as much.
+    """
+    columns = []
+    for name in names:
+        column = table.column(name)
+        if column.type != pa.string():
+            column = pc.cast(column, pa.string())
+        if pc.any(pc.match_substring(column, "\x00")).as_py():
+            column = pc.replace_substring(column, "\x00", ESCAPED_NUL)
+        columns.append(column)
+    joined = pc.binary_join_element_wise(
+        *columns, KEY_SEPARATOR, null_handling="replace", null_replacement=NULL_VALUE
+    )
+    return joined.to_pylist()
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:

@@ -23,6 +23,7 @@ from .context import (
     forget,
     label_of,
     nullability,
+    row_keys,
     table_hints,
 )
 from .dates import period_floor, period_next, periods, wire
@@ -126,13 +127,17 @@ def unyielded_parents(ctx: ReadContext, child: ChildTable, parents: pa.Table) ->
         seen = ctx.emitted.get(child.table)
     if not seen:
         return None
-    source = ctx.plan.source
-    keys = zip(*(parents.column(name).to_pylist() for name in child.parent_key), strict=True)
+    owners = parents.select(list(child.parent_key))
+    columns = [*child.parent_key, child.position]
+    first, marker = (
+        row_keys(owners.append_column(child.position, pa.repeat(at, owners.num_rows)), columns)
+        for at in (pa.scalar(0), pa.scalar(-1))
+    )
     with ctx.lock:
         fresh = [
             row
-            for row, key in enumerate(keys)
-            if (source, *key, 0) not in seen and (source, *key, -1) not in seen
+            for row, (key, removed) in enumerate(zip(first, marker, strict=True))
+            if key not in seen and removed not in seen
         ]
     return None if len(fresh) == parents.num_rows else fresh
 

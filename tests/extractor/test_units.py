@@ -25,6 +25,7 @@ from sources.repo_analytics.cloud import (
 )
 from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
+from sources.repo_analytics.context import row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
 from sources.repo_analytics.plan import build_plan
@@ -756,3 +757,21 @@ def test_to_arrow_statistics_from_context() -> None:
         "open": 2,
         "superseded": 0,
     }
+
+
+def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
+    """One string per row: a NUL inside a value, a missing value, an empty one and the
+    null marker's own text never make two different rows one key; equal values make one
+    key whatever the column's integer width."""
+    table = pa.table(
+        {
+            "a": ["x\x00", "x", None, "", "\x00\x02", "1", "x\x00"],
+            "b": ["y", "\x00y", "z", "z", "z", "z", "y"],
+            "n": pa.array([1, 1, 1, 1, 1, None, 2], pa.int64()),
+        }
+    )
+    keys = row_keys(table, ["a", "b", "n"])
+    assert len(set(keys)) == len(keys) == 7
+    narrow = pa.table({"a": ["x\x00"], "b": ["y"], "n": pa.array([1], pa.int32())})
+    assert row_keys(narrow, ["a", "b", "n"]) == keys[:1]
+    assert row_keys(table, ["b"]).count("z") == 4  # a value without NUL is itself
