@@ -34,7 +34,10 @@ TYPE_RULES: Final = (
 )
 TRUE_WORDS: Final = frozenset({"true", "yes", "1"})
 TRUE_ARRAY: Final = pa.array(sorted(TRUE_WORDS))
-ROW_BYTES: Final = 200  # about a row of an export: Arrow reads blocks of batch_rows rows
+# Arrow's streaming CSV reader reads up to 32 blocks ahead in a thread of its own: blocks of
+# 5,000 rows (1 MB) held ~32 MB per export being read, ~130 MB of a year's export pass (4
+# at once). Small blocks, gathered into tables of `batch_rows` rows, hold 4 MB.
+BLOCK_BYTES: Final = 128 * 1024
 
 
 def normalise(name: str) -> str:
@@ -84,24 +87,31 @@ def csv_tables(
     names = unique([normalise(h) for h in header], (SOURCE, "row_number", *context))
     kinds = [type_of(n) for n in names]
     rows_start = body.tell()
-    first = 0
+    first = 0  # rows handed on
+    gathered: list[pa.RecordBatch] = []
     try:
-        for batch in arrow_batches(body, len(names), batch_rows):
-            columns = [typed(batch.column(i), kind) for i, kind in enumerate(kinds)]
-            yield with_context(columns, names, context, first)
-            first += batch.num_rows
+        for batch in arrow_batches(body, len(names)):
+            gathered.append(batch)
+            if sum(b.num_rows for b in gathered) >= batch_rows:
+                table = typed_table(gathered, names, kinds, context, first)
+                gathered = []
+                yield table
+                first += table.num_rows
+        if gathered:
+            yield typed_table(gathered, names, kinds, context, first)
     except pa.ArrowInvalid:
         body.seek(rows_start)
         yield from python_tables(body, names, kinds, context, first, batch_rows)
 
 
-def arrow_batches(body: IO[bytes], width: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows after the header as record batches of text cells ("" for an empty one)."""
+def arrow_batches(body: IO[bytes], width: int) -> Iterator[pa.RecordBatch]:
+    """The rows after the header as record batches of text cells ("" for an empty one),
+    one per block of `BLOCK_BYTES`."""
     reader = pa_csv.open_csv(
         body,
         read_options=pa_csv.ReadOptions(
             column_names=[f"c{i}" for i in range(width)],
-            block_size=max(batch_rows, 1) * ROW_BYTES,
+            block_size=BLOCK_BYTES,
             use_threads=False,  # the scopes' readers already run in threads
         ),
         parse_options=pa_csv.ParseOptions(newlines_in_values=True),
@@ -114,6 +124,19 @@ def arrow_batches(body: IO[bytes], width: int, batch_rows: int) -> Iterator[pa.R
     for batch in reader:
         if batch.num_rows:
             yield batch
+
+
+def typed_table(
+    batches: list[pa.RecordBatch],
+    names: list[str],
+    kinds: list[pa.DataType],
+    context: dict[str, Any],
+    first: int,
+) -> pa.Table:
+    """Batches of text cells as one table of typed columns (`typed`), with `context`."""
+    cells = pa.Table.from_batches(batches).combine_chunks()
+    columns = [typed(cells.column(i).chunk(0), kind) for i, kind in enumerate(kinds)]
+    return with_context(columns, names, context, first)
 
 
 def typed(cells: pa.Array, kind: pa.DataType) -> pa.Array:
