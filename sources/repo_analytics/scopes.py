@@ -109,8 +109,7 @@ def nightly_discovery(ctx: ReadContext, resource_states: Mapping[str, Any]) -> D
     """The scopes active since the last run: each family's top-level list read from where
     its top-level resource reads it (its cursor less the look-back and the cursor's slack),
     so that resource takes the pages read here; with no such cursor, from the newest
-    cursor of all, less the look-back and the edition's widest slack. Never before the
-    start."""
+    cursor of all, less the widest slack. Never before the start."""
     plan = ctx.plan
     found = Discovered()
     newest = latest_cursor(resource_states)
@@ -121,9 +120,7 @@ def nightly_discovery(ctx: ReadContext, resource_states: Mapping[str, Any]) -> D
             continue
         states = resource_states.get(endpoint.name) or {}
         cursor = ((states.get(SCOPES_STATE_KEY) or {}).get(top.key) or {}).get(CURSOR_STATE_KEY)
-        # the newest cursor of all: a zone-less one (cloud commits) may be 26 h off
-        anchor = newest
-        slack = plan.cursor_slack(any(e.cursor_naive for e in plan.edition.endpoints))
+        anchor, slack = newest, plan.cursor_slack(True)
         if isinstance(cursor, datetime):
             anchor = cursor if cursor.tzinfo else cursor.replace(tzinfo=UTC)
             slack = plan.cursor_slack(endpoint.cursor_naive)

@@ -5,14 +5,12 @@ pages a list; a longer list is read again by its resource, and nothing is lost e
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sources.repo_analytics.dates import wire
-from sources.repo_analytics.settings import DEFAULT_LOOKBACK_DAYS, KEPT_PAGES_MOST
-from tests.extractor.helpers import as_utc, run_with_log, snapshot
+from sources.repo_analytics.settings import KEPT_PAGES_MOST
+from tests.extractor.helpers import run_with_log, snapshot
 
 SCOPES = {"levels": "global,repository", "resources": "commits,pull_requests"}
 
@@ -47,24 +45,3 @@ def test_nightly_discovery_pages_serve_the_global_lists(
             assert set(pages.values()) == {1}, (endpoint, pages)
         else:  # discovery kept none; the resource read every page again
             assert set(pages.values()) == {2}, (endpoint, pages)
-
-
-def test_nightly_discovery_without_the_global_level_reads_from_the_newest_cursor(
-    make_sim: Any, loader: Any
-) -> None:
-    """With no global-level resource to share with, a self-hosted nightly reads the global
-    lists from the newest cursor of all less the look-back: the edition has no zone-less
-    cursor, so no 26-hour slack."""
-    sim = make_sim(edition="server", size="small")
-    run = loader(sim)
-    scopes = {"levels": "repository", "resources": "commits,pull_requests"}
-    run.load(**scopes)
-    ((newest,),) = run.rows(
-        "SELECT max(t) FROM (SELECT max(author_timestamp) t FROM server_commits "
-        "UNION ALL SELECT max(updated_at) FROM server_pull_requests)"
-    )
-    _, log = run_with_log(sim, run, **scopes)
-    since = wire(as_utc(newest) - timedelta(days=DEFAULT_LOOKBACK_DAYS))
-    for endpoint in ("commits.list.global", "pull-requests.list.global"):
-        pages = global_pages(log, endpoint)
-        assert pages and {dict(page)["sinceDate"] for page in pages} == {since}, endpoint
