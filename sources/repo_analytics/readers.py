@@ -31,7 +31,7 @@ from .details import read_details
 from .errors import FatalApiError, SkippableApiError
 from .paging import pages
 from .settings import KEPT_PAGES_MOST
-from .tables import REMOVED, ChildTable, Endpoint, child_rows, to_arrow
+from .tables import REMOVED, ChildTable, Endpoint, child_rows, series_to_arrow, to_arrow
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",
@@ -268,11 +268,7 @@ def statistics_table(
         )
     if rows:
         ctx.report.count_rows(label, len(rows))
-        tables = [
-            to_arrow([row], endpoint.columns, context)
-            for row, context in zip(rows, contexts, strict=True)
-        ]
-        yield from tagged(ctx, endpoint, pa.concat_tables(tables))
+        yield from tagged(ctx, endpoint, series_to_arrow(rows, endpoint.columns, contexts))
 
 
 def changed_periods(

@@ -250,6 +250,22 @@ def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) 
     return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
 
 
+def series_to_arrow(
+    items: Sequence[Any], columns: Sequence[Column], contexts: Sequence[Context]
+) -> pa.Table:
+    """Items each with a context of its own (a statistics series: each answer its period) as
+    one table: `to_arrow` of each item alone, concatenated, built a column at a time."""
+    if len(items) != len(contexts):
+        raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
+    arrays = [
+        pa.array([c.read({}, context) for context in contexts], type=c.type)
+        if c.path and c.path[0].startswith("@")
+        else column_array(c, items, {})
+        for c in columns
+    ]
+    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
+
+
 def column_array(c: Column, items: Sequence[Any], context: Context) -> pa.Array:
     """`[c.read(item, context) for item in items]` as an array of `c.type`: the values
     found with one pass over the items, then converted by Arrow where it reads them as

@@ -30,7 +30,7 @@ from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_i
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.server import PAGING as SERVER_PAGING
-from sources.repo_analytics.tables import child_rows, to_arrow
+from sources.repo_analytics.tables import child_rows, series_to_arrow, to_arrow
 from sources.repo_analytics.transport import retry_after_seconds, sanitise
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -757,6 +757,42 @@ def test_to_arrow_statistics_from_context() -> None:
         "open": 2,
         "superseded": 0,
     }
+
+
+def test_series_to_arrow_equals_each_row_alone() -> None:
+    """A statistics series (three periods, each answer its own context) as one table equals
+    each row built alone and concatenated: values, period columns and types alike, also with
+    a missing member and a null count."""
+    bodies = [
+        {"pull_requests": 5, "state": {"declined": 1, "merged": 2, "open": 2, "superseded": 0}},
+        {"pull_requests": 0, "state": {"declined": 0, "merged": 0, "open": 0}},
+        {"pull_requests": None, "state": None},
+    ]
+    contexts = [
+        {
+            "level": "repository",
+            "scope": "core-api",
+            "period_start": utc(2026, 5, day),
+            "period_end": utc(2026, 5, day + 1),
+            "period": "day",
+            "state": "all",
+            "date_type": "created",
+        }
+        for day in (1, 2, 3)
+    ]
+    series = series_to_arrow(bodies, PR_STATISTICS_COLUMNS, contexts)
+    alone = pa.concat_tables(
+        to_arrow([body], PR_STATISTICS_COLUMNS, context)
+        for body, context in zip(bodies, contexts, strict=True)
+    )
+    assert series.schema == alone.schema
+    assert series.to_pylist() == alone.to_pylist()
+    assert [row["period_start"] for row in series.to_pylist()] == [
+        utc(2026, 5, d) for d in (1, 2, 3)
+    ]
+    assert [row["superseded"] for row in series.to_pylist()] == [0, None, None]
+    with pytest.raises(ValueError, match="3 items with 2 contexts"):
+        series_to_arrow(bodies, PR_STATISTICS_COLUMNS, contexts[:2])
 
 
 def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
