@@ -254,7 +254,7 @@ def series_to_arrow(
     items: Sequence[Any], columns: Sequence[Column], contexts: Sequence[Context]
 ) -> pa.Table:
     """Items each with a context of its own (a statistics series: each answer its period) as
-    one table: `to_arrow` of each item alone, concatenated, built a column at a time."""
+    one table, built a column at a time: equal to each item's `to_arrow` concatenated."""
     if len(items) != len(contexts):
         raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
     arrays = [
