@@ -31,8 +31,13 @@ class Column:
     convert: Callable[[Any], Any] | None = None
     nullable: bool = True
 
+    @property
+    def from_context(self) -> bool:
+        """Read from the context (the scope, a period), the same for every item read with it."""
+        return bool(self.path) and self.path[0].startswith("@")
+
     def read(self, item: Any, context: Context) -> Any:
-        if self.path and self.path[0].startswith("@"):
+        if self.from_context:
             value = context.get(self.path[0][1:])
         else:
             value = item
@@ -259,7 +264,7 @@ def series_to_arrow(
         raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
     arrays = [
         pa.array([c.read({}, context) for context in contexts], type=c.type)
-        if c.path and c.path[0].startswith("@")
+        if c.from_context
         else column_array(c, items, {})
         for c in columns
     ]
@@ -271,7 +276,7 @@ def column_array(c: Column, items: Sequence[Any], context: Context) -> pa.Array:
     found with one pass over the items, then converted by Arrow where it reads them as
     `c.convert` does (ISO timestamps with a zone, epoch milliseconds, zone-less local
     times), else value by value (Arrow refuses what it would read differently)."""
-    if c.path and c.path[0].startswith("@"):
+    if c.from_context:
         return pa.array([c.read({}, context)] * len(items), type=c.type)
     values = values_at(items, c.path)
     if c.convert is None:
