@@ -9,10 +9,12 @@ its rows).
 from __future__ import annotations
 
 import csv
+import io
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +25,9 @@ from .dates import utc_from_iso, windows
 from .origin import SOURCE
 from .readers import bounds, date_params
 from .tables import Endpoint
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 BATCH_ROWS: Final = 5_000
 MAX_WINDOW: Final = timedelta(days=366)
@@ -89,8 +94,9 @@ def csv_tables(
     rows_start = body.tell()
     first = 0  # rows handed on
     gathered: list[pa.RecordBatch] = []
+    view = OwnPosition(body, rows_start)
     try:
-        for batch in arrow_batches(body, len(names)):
+        for batch in arrow_batches(view, len(names)):
             gathered.append(batch)
             if sum(b.num_rows for b in gathered) >= batch_rows:
                 table = typed_table(gathered, names, kinds, context, first)
@@ -100,11 +106,48 @@ def csv_tables(
         if gathered:
             yield typed_table(gathered, names, kinds, context, first)
     except pa.ArrowInvalid:
+        view.detach()
         body.seek(rows_start)
         yield from python_tables(body, names, kinds, context, first, batch_rows)
 
 
-def arrow_batches(body: IO[bytes], width: int) -> Iterator[pa.RecordBatch]:
+class OwnPosition(io.RawIOBase):
+    """`body` from `start` on, read at a position of its own, for Arrow's CSV reader.
+
+    Arrow's reader reads ahead in a thread of its own and may still be reading when a parse
+    error reaches us: read straight from `body`, a late read would move the position Python's
+    reader starts from, and rows would be skipped or cut (seen under load). Once `detach`ed,
+    the view reads nothing more from `body`, and `detach` waits for a read under way.
+    """
+
+    def __init__(self, body: IO[bytes], start: int) -> None:
+        super().__init__()
+        self._body = body
+        self._position = start
+        self._lock = threading.Lock()
+        self._detached = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        target = memoryview(buffer).cast("B")
+        with self._lock:
+            if self._detached:
+                return 0
+            self._body.seek(self._position)
+            data = self._body.read(len(target))
+            target[: len(data)] = data
+            self._position += len(data)
+            return len(data)
+
+    def detach(self) -> None:
+        """No more reads from `body`; returns once a read under way has ended."""
+        with self._lock:
+            self._detached = True
+
+
+def arrow_batches(body: io.RawIOBase, width: int) -> Iterator[pa.RecordBatch]:
     """The rows after the header as record batches of text cells ("" for an empty one),
     one per block of `BLOCK_BYTES`."""
     reader = pa_csv.open_csv(

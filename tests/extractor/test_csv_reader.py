@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -122,3 +123,36 @@ def test_a_ragged_row_sends_the_rest_through_python(monkeypatch: Any) -> None:
     assert rows[401]["author_name"] == "long" and "extra" not in str(rows[401])
     assert [r["lines_added"] for r in rows[402:]] == list(range(400))
     assert rows == reference(data).to_pylist()
+
+
+class SlowBody(io.BytesIO):
+    """A body whose reads take a while, as a spooled file on a busy disk: Arrow's reader,
+    which reads ahead in a thread of its own, is still reading when a parse error reaches
+    the caller."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        time.sleep(0.002)
+        return super().read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        time.sleep(0.002)
+        return super().readinto(buffer)
+
+
+def test_arrow_reading_ahead_never_moves_where_python_starts(monkeypatch: Any) -> None:
+    """After a ragged row, Python's reader reads the body from the rows' start while Arrow's
+    read-ahead thread may still be reading blocks: every row is read once, in order, each
+    time (the read-ahead once moved the body's position under Python's reader, and rows were
+    skipped or cut in two)."""
+    monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
+    good = "".join(f"2026-05-0{1 + i % 9}T00:00:00Z,{i},false,user{i}\n" for i in range(300))
+    data = (
+        "Date,Lines added,Merge commit,Author name\n"
+        + good
+        + "2026-05-10T00:00:00Z,99\n"  # short
+        + good
+    ).encode()
+    expected = reference(data).to_pylist()
+    for _ in range(5):
+        rows = pa.concat_tables(csv_tables(SlowBody(data), dict(CONTEXT), batch_rows=8))
+        assert rows.to_pylist() == expected
