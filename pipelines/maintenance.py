@@ -11,6 +11,7 @@ from dlt.pipeline.helpers import pipeline_drop
 
 from pipelines.backfill import finished_windows
 from pipelines.duckdb_file import NOTHING_CHANGED, RESET_KEPT, configured_lock_wait, waiting
+from pipelines.warehouse import exclusive_load
 from sources.repo_analytics import WINDOW_MARKER, RunReport
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
@@ -79,7 +80,17 @@ def last_load(pipeline: dlt.Pipeline) -> Any:
 def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     """Forget the cursors of the scopes whose `resource:scope` name starts with `prefix`
     (and, with `windows`, the finished backfill windows), so the next run reads them from
-    `start_date` again. Tables are kept; merge keys make the re-read harmless."""
+    `start_date` again. Tables are kept; merge keys make the re-read harmless.
+
+    The state is read and written under the dataset's load lock (`exclusive_load`): on a
+    warehouse other processes load into (backfill windows, Dagster partitions), no load
+    runs between reset's read of the state and its write.
+    """
+    with exclusive_load(pipeline):
+        return forget(pipeline, prefix, windows)
+
+
+def forget(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     states = resource_states(pipeline)
     names = sorted(
         f"{name}:{key}"

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg2
+
+from pipelines.warehouse import lock_key
 from simulator import Simulator
 from tests.extractor.test_backfill import assert_rows_equal_truth, cli_args, cli_env, run_cli
 from tests.scaleout.conftest import PASSWORD, PostgresServer
@@ -121,6 +125,56 @@ def test_windows_loaded_by_concurrent_processes_equal_truth(
         assert total == distinct > 0, table
     truth_users = {u["uuid"] for u in sim.truth("users")}
     assert {r[0] for r in postgres.rows(f'SELECT uuid FROM "{dataset}".cloud_users')} == truth_users
+
+
+def test_reset_waits_for_a_load_under_way(
+    make_sim: Any, postgres: PostgresServer, dataset: str, warehouse_env: Any, tmp_path: Path
+) -> None:
+    """`reset` reads and writes the dataset's state under its load lock: while another
+    process holds it (a backfill window loading), reset waits and writes nothing; once the
+    lock is free it forgets the cursors."""
+    sim: Simulator = make_sim(edition="cloud")
+    env = cli_env(sim, **warehouse_env())
+    pg = (*PG_ARGS, "--dataset", dataset)
+    only = ("--levels", "repository", "--resources", "commits")
+    loaded = run_cli(tmp_path, env, *pg, "load", *only, "--end-date", CLOCK)
+    assert loaded.returncode == 0, loaded.stderr
+    assert ": cursor date_local = " in run_cli(tmp_path, env, *pg, "state").stdout
+    states = f'SELECT count(*) FROM "{dataset}"._dlt_pipeline_state'
+    stored = postgres.rows(states)
+    holder = psycopg2.connect(postgres.uri())
+    holder.autocommit = True
+    holder.cursor().execute("SELECT pg_advisory_lock(%s)", (lock_key(dataset),))
+    command = cli_args(tmp_path, *pg, "reset", "--resource", "commits.repository", "--yes")
+    reset = subprocess.Popen(command, env=env, cwd=tmp_path, text=True, **PIPES)
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            reset.poll() is None
+            and time.monotonic() < deadline
+            and not waiting_for(postgres, lock_key(dataset))
+        ):
+            time.sleep(0.1)
+        assert reset.poll() is None, "reset did not wait for the load lock"
+        assert waiting_for(postgres, lock_key(dataset))
+        assert postgres.rows(states) == stored  # nothing written while it waits
+    finally:
+        holder.close()  # the lock dies with its connection
+    stdout, stderr = reset.communicate(timeout=120)
+    assert reset.returncode == 0, stderr
+    assert stdout.startswith("forgot the state of ")
+    assert postgres.rows(states) != stored
+    assert ": cursor date_local = " not in run_cli(tmp_path, env, *pg, "state").stdout
+
+
+def waiting_for(postgres: PostgresServer, key: int) -> bool:
+    """Whether a session waits for the advisory lock `key` (a 32-bit key: its low half)."""
+    return bool(
+        postgres.rows(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = %s",
+            (key,),
+        )
+    )
 
 
 PIPES: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
