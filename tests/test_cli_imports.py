@@ -1,0 +1,36 @@
+"""What a run imports: `repo-analytics` builds every command's options on each run, the
+`sim` command's too, and the simulator's server, its HTTPS certificate maker and their
+libraries (~8 MB of a run's memory, 70 modules) are imported by `sim` and `demo` only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("simulator.server", "simulator.app", "trustme")
+PROBE = f"""
+import sys
+from pipelines.cli import build_parser
+parser = build_parser()
+assert parser.parse_args(["sim", "--edition", "server"]).edition == "server"
+print(sorted(name for name in {HEAVY!r} if name in sys.modules))
+"""
+
+
+def test_building_the_command_line_imports_no_simulator_server() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_simulator_names_are_still_there() -> None:
+    import simulator
+
+    assert simulator.Simulator.__module__ == "simulator.server"
+    assert simulator.SimConfig.__module__ == "simulator.config"
+    assert issubclass(simulator.FaultSpecError, Exception)
+    assert sorted(simulator.__all__) == ["Conditions", "FaultSpecError", "SimConfig", "Simulator"]
