@@ -36,6 +36,7 @@ from .transport import (
     environment_ca_bundle,
     is_retryable,
     reason_of,
+    refused_elsewhere,
     retry_after_seconds,
     sanitise,
     tls_error,
@@ -260,6 +261,9 @@ class ApiClient:
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
                 body = b""
             response.close()
+            elsewhere = refused_elsewhere(url, response)
+            if elsewhere is not None:
+                raise elsewhere
             self._raise_for(response, body)
         return response
 

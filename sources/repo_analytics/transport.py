@@ -140,3 +140,22 @@ def tls_error(error: requests.exceptions.SSLError, url: str) -> Exception:
         )
     reason = found.reason if found is not None and found.reason else type(error).__name__
     return RetryableError(f"TLS error from {sanitise(url)}: {reason}")
+
+
+def refused_elsewhere(url: str, response: requests.Response) -> FatalApiError | None:
+    """A 401 or 403 from another host a redirect led to: that host got no credentials
+    (requests drops them when the host changes), so the refusal says nothing of them."""
+    if not response.history or response.status_code not in (401, 403):
+        return None
+    asked, answered = urlsplit(url), urlsplit(str(response.url or ""))
+    if (asked.scheme, asked.netloc) == (answered.scheme, answered.netloc):
+        return None
+    return FatalApiError(
+        "redirected_elsewhere",
+        f"the host redirected {sanitise(url)} to another host, {sanitise(str(response.url))},"
+        f" which refused it (HTTP {response.status_code}) without the credentials: they are "
+        "sent only to the host of base_url. Set base_url to the host the API answers on; "
+        "nothing of this run was written",
+        response.status_code,
+        sanitise(str(response.url)),
+    )

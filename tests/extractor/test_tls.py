@@ -562,6 +562,42 @@ def test_the_redirect_reaches_the_listener_for_a_client_that_follows_it(
     assert b"Authorization" not in listener.received
 
 
+@pytest.mark.parametrize("edition", ["cloud", "server"])
+def test_a_redirect_to_another_https_host_is_followed_without_the_credentials(
+    edition: str,
+    make_sim: MakeSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The HTTPS host answers 302 to another HTTPS host (a second simulator, reached as
+    `localhost` where the first is `127.0.0.1`): the run follows it, as requests does, but
+    sends that host no credentials; it refuses the request, and the run stops with one line
+    that says so (not that the credentials are wrong), nothing written."""
+    sim = make_sim(edition=edition, tls=True)
+    other = make_sim(edition=edition, tls=True)
+    both = tmp_path / "both-cas.pem"
+    both.write_bytes(Path(str(sim.ca_file)).read_bytes() + Path(str(other.ca_file)).read_bytes())
+    other_host = (
+        other.base_url.split("://", 1)[1].split("/", 1)[0].replace("127.0.0.1", "localhost")
+    )
+    sim.set_conditions(redirect_base=f"https://{other_host}")
+
+    code, _, err = load(sim, tmp_path / "run", monkeypatch, capsys, "--ca-bundle", str(both))
+
+    line = one_line(err)
+    assert code == 1
+    assert line.startswith(f"repo-analytics: failed: the host redirected {sim.api_base}/"), line
+    assert f"to another host, https://{other_host}{other.config.prefix}/" in line
+    assert "without the credentials: they are sent only to the host of base_url" in line
+    sent = {entry["auth"] for entry in sim.requests()["log"]}
+    reached = other.requests()["log"]
+    assert sent == {"token" if edition == "cloud" else "basic"}  # the configured host: all
+    assert reached and {entry["auth"] for entry in reached} == {"none"}  # the other: none
+    assert reached[0]["path"].startswith(other.config.prefix)  # the redirect's target
+    assert data_tables(Loader(sim, tmp_path / "run")) == set()
+
+
 def test_a_next_link_to_plain_http_is_refused(
     make_sim: MakeSim,
     listener: Listener,
