@@ -109,6 +109,8 @@ def csv_tables(
         view.detach()
         body.seek(rows_start)
         yield from python_tables(body, names, kinds, context, first, batch_rows)
+    finally:  # read no more once the caller is done with the body (and closes it)
+        view.detach()
 
 
 class OwnPosition(io.RawIOBase):
