@@ -16,7 +16,12 @@ from typing import Any
 import dlt
 import pytest
 
-from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination, memory_limit
+from pipelines.duckdb_memory import (
+    LOAD_SETTINGS,
+    configured_memory_limit,
+    duckdb_destination,
+    memory_limit,
+)
 from pipelines.warehouse import DUCKDB_LOAD_WORKERS, locked_load
 from sources.repo_analytics.config import default_of
 from sources.repo_analytics.errors import ConfigError
@@ -64,6 +69,39 @@ def test_dlts_global_config_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     mib, threads = limit_in_duckdb(tmp_path, "150MB")
     assert mib == pytest.approx(100e6 / MIB, abs=0.1)
     assert threads == 1
+
+
+def order_setting(folder: Path, limit: str | None) -> Any:
+    """DuckDB's `preserve_insertion_order` as a connection of dlt's sees it after a load."""
+    pipeline = dlt.pipeline(
+        "order_probe",
+        destination=duckdb_destination(str(folder / "order.duckdb"), limit),
+        dataset_name="probe",
+        pipelines_dir=str(folder / "pipelines"),
+    )
+    pipeline.run([{"id": 1}], table_name="rows")
+    with pipeline.sql_client() as client:
+        (value,), *_ = client.execute_sql("SELECT current_setting('preserve_insertion_order')")
+    return value
+
+
+@pytest.mark.parametrize("limit", ["150MB", None])
+def test_loads_keep_no_insertion_order(tmp_path: Path, limit: str | None) -> None:
+    """The merges need not keep the staged rows' order (DuckDB's default keeps it), with our
+    limit or DuckDB's own."""
+    assert LOAD_SETTINGS == {"preserve_insertion_order": False}
+    assert order_setting(tmp_path, limit) is False
+
+
+def test_dlts_global_config_wins_for_the_order_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "DESTINATION__DUCKDB__CREDENTIALS__GLOBAL_CONFIG", '{"preserve_insertion_order": true}'
+    )
+    assert order_setting(tmp_path, "150MB") is True
+    mib, _ = limit_in_duckdb(tmp_path, "150MB")  # the limit still ours
+    assert mib == pytest.approx(150e6 / MIB, abs=0.1)
 
 
 def test_the_variable_sets_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
