@@ -97,6 +97,17 @@ def test_edge_values_read_as_python_reads_them() -> None:
     assert [r["time_to_open_s"] for r in rows] == [12, None, 3, -3, 7]
 
 
+SHORT_ROW = "2026-05-10T00:00:00Z,99\n"  # two cells of four
+
+
+def ragged_body(count: int, *odd_rows: str) -> bytes:
+    """A header of four columns, `count` rows that match it (numbered 0 .. count - 1),
+    `odd_rows`, and the `count` rows again."""
+    good = "".join(f"2026-05-0{1 + i % 9}T00:00:00Z,{i},false,user{i}\n" for i in range(count))
+    header = "Date,Lines added,Merge commit,Author name\n"
+    return (header + good + "".join(odd_rows) + good).encode()
+
+
 def test_a_ragged_row_sends_the_rest_through_python(monkeypatch: Any) -> None:
     """Rows before the ragged one come from Arrow, the rest from Python's reader: every row
     once, numbered in order, the short row padded and the long row's extra cell dropped.
@@ -104,14 +115,7 @@ def test_a_ragged_row_sends_the_rest_through_python(monkeypatch: Any) -> None:
     rows of blocks gathered but not handed on when the ragged row is met come from Python's
     reader, once."""
     monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
-    good = "".join(f"2026-05-0{1 + i % 9}T00:00:00Z,{i},false,user{i}\n" for i in range(400))
-    data = (
-        "Date,Lines added,Merge commit,Author name\n"
-        + good
-        + "2026-05-10T00:00:00Z,99\n"  # short
-        + "2026-05-11T00:00:00Z,98,true,long,extra\n"
-        + good
-    ).encode()
+    data = ragged_body(400, SHORT_ROW, "2026-05-11T00:00:00Z,98,true,long,extra\n")
     tables = list(csv_tables(io.BytesIO(data), dict(CONTEXT), batch_rows=8))
     # Arrow's tables (two blocks of ~7 rows) before the ragged row; Python's have 8 rows
     assert any(t.num_rows > 8 for t in tables) and tables[-1].num_rows <= 8
@@ -145,13 +149,7 @@ def test_arrow_reading_ahead_never_moves_where_python_starts(monkeypatch: Any) -
     time (the read-ahead once moved the body's position under Python's reader, and rows were
     skipped or cut in two)."""
     monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
-    good = "".join(f"2026-05-0{1 + i % 9}T00:00:00Z,{i},false,user{i}\n" for i in range(300))
-    data = (
-        "Date,Lines added,Merge commit,Author name\n"
-        + good
-        + "2026-05-10T00:00:00Z,99\n"  # short
-        + good
-    ).encode()
+    data = ragged_body(300, SHORT_ROW)
     expected = reference(data).to_pylist()
     for _ in range(5):
         rows = pa.concat_tables(csv_tables(SlowBody(data), dict(CONTEXT), batch_rows=8))

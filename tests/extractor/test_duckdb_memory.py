@@ -29,20 +29,26 @@ from sources.repo_analytics.errors import ConfigError
 MIB = 2**20
 
 
-def limit_in_duckdb(folder: Path, limit: str | None) -> tuple[float, int]:
-    """Load one row through dlt with `limit`; DuckDB's memory limit (MiB) and threads as a
-    connection of dlt's sees them."""
+def setting_after_load(folder: Path, limit: str | None, sql: str) -> Any:
+    """Load one row through dlt with `limit`; the first row of `sql` (DuckDB's settings) as
+    a connection of dlt's sees it."""
     pipeline = dlt.pipeline(
-        "memory_probe",
-        destination=duckdb_destination(str(folder / "memory.duckdb"), limit),
+        "setting_probe",
+        destination=duckdb_destination(str(folder / "settings.duckdb"), limit),
         dataset_name="probe",
         pipelines_dir=str(folder / "pipelines"),
     )
     pipeline.run([{"id": 1}], table_name="rows")
     with pipeline.sql_client() as client:
-        (text, threads), *_ = client.execute_sql(
-            "SELECT current_setting('memory_limit'), current_setting('threads')"
-        )
+        first, *_ = client.execute_sql(sql)
+    return first
+
+
+def limit_in_duckdb(folder: Path, limit: str | None) -> tuple[float, int]:
+    """DuckDB's memory limit (MiB) and threads on dlt's connection after a load."""
+    text, threads = setting_after_load(
+        folder, limit, "SELECT current_setting('memory_limit'), current_setting('threads')"
+    )
     number, unit = str(text).split()
     return float(number) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit], int(threads)
 
@@ -72,16 +78,10 @@ def test_dlts_global_config_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def order_setting(folder: Path, limit: str | None) -> Any:
-    """DuckDB's `preserve_insertion_order` as a connection of dlt's sees it after a load."""
-    pipeline = dlt.pipeline(
-        "order_probe",
-        destination=duckdb_destination(str(folder / "order.duckdb"), limit),
-        dataset_name="probe",
-        pipelines_dir=str(folder / "pipelines"),
+    """DuckDB's `preserve_insertion_order` on dlt's connection after a load."""
+    (value,) = setting_after_load(
+        folder, limit, "SELECT current_setting('preserve_insertion_order')"
     )
-    pipeline.run([{"id": 1}], table_name="rows")
-    with pipeline.sql_client() as client:
-        (value,), *_ = client.execute_sql("SELECT current_setting('preserve_insertion_order')")
     return value
 
 
