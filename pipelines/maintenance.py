@@ -87,10 +87,10 @@ def reset(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     runs between reset's read of the state and its write.
     """
     with exclusive_load(pipeline):
-        return forget(pipeline, prefix, windows)
+        return forget_state(pipeline, prefix, windows)
 
 
-def forget(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
+def forget_state(pipeline: dlt.Pipeline, prefix: str, windows: bool) -> list[str]:
     states = resource_states(pipeline)
     names = sorted(
         f"{name}:{key}"

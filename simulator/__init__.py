@@ -6,7 +6,8 @@ to be made twice, independently, to pass the tests.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from .config import Conditions, SimConfig
@@ -14,21 +15,17 @@ if TYPE_CHECKING:
     from .server import Simulator
 
 __all__ = ["Conditions", "FaultSpecError", "SimConfig", "Simulator"]
+# each name's module, imported when the name is first asked for: `repo-analytics` builds its
+# `sim` command's options from `simulator.cli` on every run, which then costs no server
+HOMES: Final = {
+    "Conditions": "config",
+    "SimConfig": "config",
+    "FaultSpecError": "faults",
+    "Simulator": "server",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names, imported when first asked for: `repo-analytics` builds its `sim`
-    command's options from `simulator.cli` on every run, which then costs no server."""
-    if name in ("Conditions", "SimConfig"):
-        from . import config
-
-        return getattr(config, name)
-    if name == "FaultSpecError":
-        from .faults import FaultSpecError
-
-        return FaultSpecError
-    if name == "Simulator":
-        from .server import Simulator
-
-        return Simulator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{HOMES[name]}", __name__), name)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("simulator.server", "simulator.app", "trustme")
 PROBE = f"""
@@ -34,3 +36,5 @@ def test_the_simulator_names_are_still_there() -> None:
     assert simulator.SimConfig.__module__ == "simulator.config"
     assert issubclass(simulator.FaultSpecError, Exception)
     assert sorted(simulator.__all__) == ["Conditions", "FaultSpecError", "SimConfig", "Simulator"]
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = simulator.Nothing
