@@ -33,7 +33,7 @@ def test_the_simulator_names_are_still_there() -> None:
     import simulator
 
     assert simulator.Simulator.__module__ == "simulator.server"
-    assert simulator.SimConfig.__module__ == "simulator.config"
+    assert simulator.SimConfig.__module__ == simulator.Conditions.__module__ == "simulator.config"
     assert issubclass(simulator.FaultSpecError, Exception)
     assert sorted(simulator.__all__) == ["Conditions", "FaultSpecError", "SimConfig", "Simulator"]
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):

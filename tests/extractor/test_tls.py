@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import certifi
 import duckdb
@@ -578,9 +579,8 @@ def test_a_redirect_to_another_https_host_is_followed_without_the_credentials(
     other = make_sim(edition=edition, tls=True)
     both = tmp_path / "both-cas.pem"
     both.write_bytes(Path(str(sim.ca_file)).read_bytes() + Path(str(other.ca_file)).read_bytes())
-    other_host = (
-        other.base_url.split("://", 1)[1].split("/", 1)[0].replace("127.0.0.1", "localhost")
-    )
+    # `localhost`, not `127.0.0.1`: another host to requests
+    other_host = f"localhost:{urlsplit(other.base_url).port}"
     sim.set_conditions(redirect_base=f"https://{other_host}")
 
     code, _, err = load(sim, tmp_path / "run", monkeypatch, capsys, "--ca-bundle", str(both))
