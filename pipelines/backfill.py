@@ -4,11 +4,14 @@ Each window is one load of the pipeline -- the same pipeline the nightly runs us
 `pipeline info`, `trace` and `load-package` describe every backfill -- that reads exactly
 [start, end) for every scope and records the window as finished in the same load: a window is
 finished only once its data is in, a crash repeats at most the window it hit, and merge keys
-make that repeat harmless. Within a window every resource reads its scopes `concurrency` at
-once (windows at once were measured no faster: the host's `concurrency` open requests are the
-bound either way). CSV exports, which answer a whole range at once, come last, in windows of
-their own of up to 366 days. A backfill's windows never move the nightly cursors; a backfill
-that reaches the clock sets them at its end in one state-only load.
+make that repeat harmless. A window's load runs while the next window is read (at most one
+load under way, `pipelines/background_load.py`): a window ends once its load landed, a crash
+may leave two packages, and the rerun lands both before it reads. Within a window every
+resource reads its scopes `concurrency` at once (windows read at once were measured no
+faster: the host's `concurrency` open requests are the bound either way). CSV exports, which
+answer a whole range at once, come last, in windows of their own of up to 366 days. A
+backfill's windows never move the nightly cursors; a backfill that reaches the clock sets
+them at its end in one state-only load.
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ from typing import Any
 
 import dlt
 
+from pipelines.background_load import BackgroundLoad
 from pipelines.duckdb_file import VIEWS_LATER, lock_wait, waiting
 from pipelines.load import (
+    ExtractedRun,
     LoadResult,
+    after_load,
+    extract_run,
     import_once,
+    normalize_run,
     restore_state,
     run_load,
     run_settings,
@@ -95,6 +103,61 @@ class BackfillResult:
             "wait_seconds_wall": round(waited_wall(reports), 3),
             "wait_seconds_sum": round(sum(r.totals().wait_seconds_sum for r in reports), 3),
         }
+
+
+class WindowLoads:
+    """Backfill windows, each read while the window before it loads in the background
+    (`pipelines/background_load.py`); at most one load under way."""
+
+    def __init__(self, pipeline: dlt.Pipeline, shown: Progress, total: int) -> None:
+        self.pipeline = pipeline
+        self.shown = shown
+        self.total = total
+        self.under_way: tuple[WindowOutcome, list[WindowOutcome], ExtractedRun, float] | None
+        self.under_way = None
+        self.background: BackgroundLoad | None = None
+
+    @property
+    def pending(self) -> int:
+        """The windows read and not yet landed."""
+        return 0 if self.under_way is None else 1
+
+    def read(self, outcome: WindowOutcome, ended: list[WindowOutcome], **source_args: Any) -> None:
+        """Read the window of `outcome` into a package; once the window before it landed,
+        start loading it. `ended` gets the outcome when it lands."""
+        began = time.monotonic()
+        report = RunReport()
+        self.shown.watch(report)
+        try:
+            extracted = extract_run(
+                self.pipeline, report, restore=False, settle=False, **source_args
+            )
+        except BaseException:
+            report.finish()
+            raise
+        self.land()
+        normalize_run(extracted)
+        self.under_way = (outcome, ended, extracted, began)
+        self.background = BackgroundLoad(
+            self.pipeline, extracted.wait, then=lambda: after_load(extracted)
+        )
+
+    def land(self) -> None:
+        """Wait for the load under way, if any: its window ends (or its failure is raised)."""
+        if self.under_way is None or self.background is None:
+            return
+        outcome, ended, extracted, began = self.under_way
+        background, self.under_way, self.background = self.background, None, None
+        report = extracted.report
+        try:
+            info = background.finish()
+            report.load_ids = list(info.loads_ids)
+        finally:
+            report.finish()
+        outcome.result = LoadResult(info, report, self.pipeline)
+        outcome.seconds = time.monotonic() - began
+        ended.append(outcome)
+        self.shown.window_ended(outcome, outcome.index, self.total)
 
 
 def window_key(start: datetime, end: datetime) -> str:
@@ -183,34 +246,33 @@ def run_backfill(
         planned[0][0], planned[-1][1], (*lists, *exports), tuple(planned) if lists else ()
     )
     result = BackfillResult()
-    for key_prefix, families, windows_of in passes:
-        ended = result.exports if key_prefix else result.windows
-        for start, end in windows_of:
-            index = len(result.windows) + len(result.exports) + 1
-            key = key_prefix + window_key(start, end)
-            if wanted in done.get(key, ()):
-                outcome = WindowOutcome(start, end, True, index=index, exports=bool(key_prefix))
-            else:
-                window_began = time.monotonic()
-                report = RunReport()
-                shown.watch(report)
-                loaded = run_load(
-                    pipeline,
+    loads = WindowLoads(pipeline, shown, total)
+    try:
+        for key_prefix, families, windows_of in passes:
+            ended = result.exports if key_prefix else result.windows
+            for start, end in windows_of:
+                index = len(result.windows) + len(result.exports) + loads.pending + 1
+                key = key_prefix + window_key(start, end)
+                if wanted in done.get(key, ()):
+                    loads.land()  # the windows stay in plan order
+                    outcome = WindowOutcome(start, end, True, index=index, exports=bool(key_prefix))
+                    ended.append(outcome)
+                    shown.window_ended(outcome, index, total)
+                    continue
+                outcome = WindowOutcome(start, end, False, None, 0.0, index, bool(key_prefix))
+                loads.read(
+                    outcome,
+                    ended,
                     start_date=start.isoformat(),
-                    restore=False,
                     end_date=end.isoformat(),
                     now=clock,
                     backfill_window={"key": key, "signature": wanted},
                     host_gate=gate,
                     range_discovery=discovery,
-                    views=False,
-                    report=report,
                     **{**source_args, "resources": list(families)},
                 )
-                seconds = time.monotonic() - window_began
-                outcome = WindowOutcome(start, end, False, loaded, seconds, index, bool(key_prefix))
-            ended.append(outcome)
-            shown.window_ended(outcome, index, total)
+    finally:
+        loads.land()  # a failure while reading a window: the window before it lands first
     if not result.partial and reaches_clock(planned[-1][1], clock, settings):
         seed_nightly_cursors(pipeline, result, planned[-1][1], clock, source_args)
     if pipeline.destination.destination_name == "duckdb":

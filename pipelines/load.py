@@ -116,38 +116,80 @@ def run_load(
     (its later windows follow its own loads).
     """
     report = report if report is not None else RunReport()
-    wait = lock_wait(run_settings(source_args))  # every opening of a DuckDB file waits
+    try:
+        extracted = extract_run(pipeline, report, restore=restore, **source_args)
+        normalize_run(extracted)
+        # dlt keeps the package; one process at a time into a shared warehouse
+        info = waiting(lambda: locked_load(pipeline), extracted.wait, EXTRACTED_KEPT)
+        report.load_ids = list(info.loads_ids)
+        after_load(extracted)
+        if views and pipeline.destination.destination_name == "duckdb":
+            waiting(lambda: create_views(pipeline), extracted.wait, VIEWS_LATER)
+    finally:
+        report.finish()  # the run's duration ends here, not when its report is written
+    return LoadResult(info, report, pipeline)
+
+
+@dataclass
+class ExtractedRun:
+    """A run's package, extracted and not yet normalized."""
+
+    pipeline: dlt.Pipeline
+    report: RunReport
+    settings: RepoAnalyticsConfiguration
+    wait: float  # the longest wait for a DuckDB file another process holds
+    legacy: bool  # the dataset is an older version's (see pipelines/upgrade.py)
+
+
+def extract_run(
+    pipeline: dlt.Pipeline,
+    report: RunReport,
+    restore: bool = True,
+    settle: bool = True,
+    **source_args: Any,
+) -> ExtractedRun:
+    """Extract the source with `source_args` into a package of `pipeline`. `settle=False`
+    leaves pending packages alone: a backfill's window loading in the background has one."""
+    settings = run_settings(source_args)
+    wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
     stamp_load_ids()
     wake_on_finished_jobs()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
-    try:
+    if settle:
         settle_pending(pipeline, wait)
-        if restore:
-            restore_state(pipeline, wait)
-        import_once(pipeline)
-        if pipeline.destination.destination_name == "filesystem":
-            source_args = {"merge_strategy": "upsert", **source_args}
-        pipeline.activate()  # the source function reads the active pipeline's state
-        legacy = legacy_pipeline(pipeline)  # before this run records its source
-        source = repo_analytics(report=report, **source_args)
-        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
-        pipeline.normalize()
-        source_id = report.source
-        if source_id is not None:  # a dataset of an older version gets the source column
-            waiting(lambda: adopt_rows(pipeline, source_id, legacy), wait, EXTRACTED_KEPT)
-        # dlt keeps the package; one process at a time into a shared warehouse
-        info = waiting(lambda: locked_load(pipeline), wait, EXTRACTED_KEPT)
-        report.load_ids = list(info.loads_ids)
-        if pipeline.destination.destination_name == "filesystem":
-            prune_stale_children(pipeline, str(run_settings(source_args).edition))
-        if views and pipeline.destination.destination_name == "duckdb":
-            waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
-    finally:
-        report.finish()  # the run's duration ends here, not when its report is written
-    return LoadResult(info, report, pipeline)
+    if restore:
+        restore_state(pipeline, wait)
+    import_once(pipeline)
+    if pipeline.destination.destination_name == "filesystem":
+        source_args = {"merge_strategy": "upsert", **source_args}
+    pipeline.activate()  # the source function reads the active pipeline's state
+    legacy = legacy_pipeline(pipeline)  # before this run records its source
+    source = repo_analytics(report=report, **source_args)
+    pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+    return ExtractedRun(pipeline, report, settings, wait, legacy)
+
+
+def normalize_run(extracted: ExtractedRun) -> None:
+    """Normalize the run's package; a dataset of an older version gets the source column."""
+    pipeline = extracted.pipeline
+    pipeline.normalize()
+    source_id = extracted.report.source
+    if source_id is not None:
+        waiting(
+            lambda: adopt_rows(pipeline, source_id, extracted.legacy),
+            extracted.wait,
+            EXTRACTED_KEPT,
+        )
+
+
+def after_load(extracted: ExtractedRun) -> None:
+    """What follows a load: on Delta tables, the children a parent's new rows replaced."""
+    pipeline = extracted.pipeline
+    if pipeline.destination.destination_name == "filesystem":
+        prune_stale_children(pipeline, str(extracted.settings.edition))
 
 
 def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:

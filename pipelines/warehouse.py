@@ -32,6 +32,7 @@ LOCK_NAMESPACE = "repo_analytics load "
 # on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
 # one at a time: +5.7 %).
 DUCKDB_LOAD_WORKERS = 2
+DLT_LOAD_WORKERS = 20  # `pipeline.load()`'s own default
 
 
 class WarehouseError(RepoAnalyticsError):
@@ -126,9 +127,12 @@ def locked_load(pipeline: dlt.Pipeline) -> Any:
     """`pipeline.load()` under the dataset's load lock; into DuckDB at most
     `DUCKDB_LOAD_WORKERS` jobs at a time (dlt's `load.workers` setting wins)."""
     with exclusive_load(pipeline):
-        if destination_name(pipeline) == "duckdb":
-            return pipeline.load(workers=DUCKDB_LOAD_WORKERS)
-        return pipeline.load()
+        return pipeline.load(workers=load_workers(pipeline))
+
+
+def load_workers(pipeline: dlt.Pipeline) -> int:
+    """The jobs a load of `pipeline` runs at once (dlt's `load.workers` setting wins)."""
+    return DUCKDB_LOAD_WORKERS if destination_name(pipeline) == "duckdb" else DLT_LOAD_WORKERS
 
 
 def warehouse_tables(pipeline: dlt.Pipeline, names: tuple[str, ...]) -> dict[str, Any]:

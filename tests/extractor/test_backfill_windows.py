@@ -7,6 +7,7 @@ requests open at once (`open_max`), never from extractor code.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from dlt.load import Load
 
 from pipelines.backfill import run_backfill
 from pipelines.progress import Progress
@@ -79,7 +81,9 @@ def backfill(loader: Loader, progress: Progress | None = None, **overrides: Any)
 
 
 class FaultAfterWindows(Progress):
-    """Sets a fault on the host once `windows` windows have ended: the next window meets it."""
+    """Sets a fault on the host once `windows` windows have ended. A window ends when its load
+    lands, which is after the window after it was read (they overlap): the second window
+    after it is the first to meet the fault."""
 
     def __init__(self, sim: Simulator, windows: int, faults: dict[str, Any]) -> None:
         self.sim, self.windows, self.faults = sim, windows, faults
@@ -129,6 +133,56 @@ def test_windows_load_one_after_another_on_the_pipeline(
     )
 
 
+def test_a_window_loads_while_the_next_one_is_read(
+    slow_sim: Simulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first window's load (dlt's load step) is held until the host sees a request of
+    the second window: the second window is read while the first one loads. Every window
+    then lands, a load each in plan order, and the tables equal the truth. (One window at a
+    time, the held load would hold the whole backfill until the hold's limit.)"""
+    sim, windows = slow_sim, planned_windows()
+    second_window_read = threading.Event()
+    held: list[bool] = []  # per hold: whether the second window's request released it
+    real_run = Load.run
+
+    def held_first(self: Load, pool: Any) -> Any:
+        if not held:
+            held.append(second_window_read.wait(timeout=30))
+        return real_run(self, pool)
+
+    monkeypatch.setattr(Load, "run", held_first)
+    loader = Loader(sim, tmp_path)
+    before = sim.requests()["total"]
+    stop_watching = threading.Event()
+
+    def watch() -> None:
+        while not stop_watching.is_set():
+            if any(window_of(e, windows) == 1 for e in log_since(sim, before)):
+                second_window_read.set()
+                return
+            stop_watching.wait(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = backfill(loader)
+    finally:
+        stop_watching.set()
+        watcher.join()
+
+    assert held == [True]
+    assert [(w.start, w.end) for w in result.windows] == windows
+    with duckdb.connect(str(loader.db_file), read_only=True) as db:
+        loads = db.execute(
+            "SELECT load_id FROM repo_analytics._dlt_loads WHERE status = 0 ORDER BY load_id"
+        ).fetchall()
+    assert [load_id for (load_id,) in loads][:-1] == list(result.load_ids)
+    assert len(result.load_ids) == len(windows)
+    assert_tables_equal_truth(
+        loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+    )
+
+
 def test_concurrency_does_not_change_what_lands(tmp_path: Path) -> None:
     """What lands does not depend on how many scopes are read at once: every table
     (statistics included) is the same after concurrency 1 and concurrency 4."""
@@ -159,7 +213,7 @@ def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path
     loader = Loader(sim, tmp_path)
     before = sim.requests()["total"]
     with pytest.raises(Exception) as caught:
-        backfill(loader, FaultAfterWindows(sim, 2, faults))
+        backfill(loader, FaultAfterWindows(sim, 1, faults))
     error: BaseException | None = caught.value
     while error is not None and not isinstance(error, FatalApiError):
         error = getattr(error, "exception", None) or error.__cause__
