@@ -3,8 +3,9 @@
 A window's load (merges into DuckDB, Delta writes) is native work that holds Python's lock
 little, and the next window's reading is Python work that waits on the network: run side by
 side, a year of the medium cloud lists took 0.89x the wall time (3 interleaved pairs), the
-medium self-hosted year with default settings 0.95x, for ~20 MB (cloud lists) to ~55 MB
-(self-hosted defaults) more peak memory (bench/results/year-*.md, README "Backfill speed").
+medium self-hosted year with default settings 0.94x (2 pairs), peak RSS within the spread
+(cloud lists 322-341 against 323 MB, self-hosted defaults 428/430 against 433/424 MB;
+README "Backfill speed").
 
 `pipeline.load()` itself cannot run beside `pipeline.extract()`: both keep the pipeline's
 runtime trace and state on the pipeline object. So dlt's load step (`Load`, the runnable
