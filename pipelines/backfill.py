@@ -138,9 +138,7 @@ class WindowLoads:
         self.land()
         normalize_run(extracted)
         self.under_way = (outcome, ended, extracted, began)
-        self.background = BackgroundLoad(
-            self.pipeline, extracted.wait, then=lambda: after_load(extracted)
-        )
+        self.background = BackgroundLoad(self.pipeline, extracted.wait)
 
     def land(self) -> None:
         """Wait for the load under way, if any: its window ends (or its failure is raised)."""
@@ -152,6 +150,7 @@ class WindowLoads:
         try:
             info = background.finish()
             report.load_ids = list(info.loads_ids)
+            after_load(extracted)  # here: it reads the pipeline's live schema
         finally:
             report.finish()
         outcome.result = LoadResult(info, report, self.pipeline)

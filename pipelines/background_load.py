@@ -20,7 +20,6 @@ normalized package it finds.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -42,16 +41,14 @@ from sources.repo_analytics.errors import DuckDBFileHeld
 
 
 class BackgroundLoad:
-    """dlt's load step of the packages normalized so far, in a thread of its own; `then` runs
-    in that thread after a load that succeeded. `wait`: how long to wait for a DuckDB file
-    another process holds (as `pipelines.duckdb_file.waiting`)."""
+    """dlt's load step of the packages normalized so far, in a thread of its own. `wait`:
+    how long to wait for a DuckDB file another process holds (as `duckdb_file.waiting`).
+    Nothing else of the pipeline's runs in that thread: what reads the pipeline's live
+    schema (its destination client, say) runs in the calling thread, after `finish()`."""
 
-    def __init__(
-        self, pipeline: dlt.Pipeline, wait: float, then: Callable[[], None] | None = None
-    ) -> None:
+    def __init__(self, pipeline: dlt.Pipeline, wait: float) -> None:
         self.pipeline = pipeline
         self.wait = wait
-        self.then = then
         self.step: Load | None = None
         self.error: BaseException | None = None
         with load_section(pipeline):
@@ -90,8 +87,6 @@ class BackgroundLoad:
                     pool_runner.run_pool(step.config, step)
 
                 waiting(load, self.wait, EXTRACTED_KEPT)
-                if self.then is not None:
-                    self.then()
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
             self.error = error
 
