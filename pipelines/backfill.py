@@ -113,7 +113,7 @@ class WindowLoads:
         self.pipeline = pipeline
         self.shown = shown
         self.total = total
-        self.under_way: tuple[WindowOutcome, list[WindowOutcome], ExtractedRun, float] | None
+        self.under_way: tuple[WindowOutcome, list[WindowOutcome], ExtractedRun] | None
         self.under_way = None
         self.background: BackgroundLoad | None = None
 
@@ -125,7 +125,6 @@ class WindowLoads:
     def read(self, outcome: WindowOutcome, ended: list[WindowOutcome], **source_args: Any) -> None:
         """Read the window of `outcome` into a package; once the window before it landed,
         start loading it. `ended` gets the outcome when it lands."""
-        began = time.monotonic()
         report = RunReport()
         self.shown.watch(report)
         try:
@@ -137,24 +136,27 @@ class WindowLoads:
             raise
         self.land()
         normalize_run(extracted)
-        self.under_way = (outcome, ended, extracted, began)
+        self.under_way = (outcome, ended, extracted)
         self.background = BackgroundLoad(self.pipeline, extracted.wait)
 
     def land(self) -> None:
         """Wait for the load under way, if any: its window ends (or its failure is raised)."""
         if self.under_way is None or self.background is None:
             return
-        outcome, ended, extracted, began = self.under_way
+        outcome, ended, extracted = self.under_way
         background, self.under_way, self.background = self.background, None, None
         report = extracted.report
+        pruned = False
         try:
             info = background.finish()
             report.load_ids = list(info.loads_ids)
-            after_load(extracted)  # here: it reads the pipeline's live schema
+            pruned = after_load(extracted)  # here: it reads the pipeline's live schema
         finally:
-            report.finish()
+            # the window ends when its load did (while the next window was being read), or
+            # when the pruning that follows it here did
+            report.finish(at=None if pruned else background.ended)
         outcome.result = LoadResult(info, report, self.pipeline)
-        outcome.seconds = time.monotonic() - began
+        outcome.seconds = report.duration_seconds
         ended.append(outcome)
         self.shown.window_ended(outcome, outcome.index, self.total)
 

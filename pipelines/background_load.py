@@ -20,6 +20,7 @@ normalized package it finds.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -51,6 +52,7 @@ class BackgroundLoad:
         self.wait = wait
         self.step: Load | None = None
         self.error: BaseException | None = None
+        self.ended: float | None = None  # when the load ended (monotonic), success or not
         with load_section(pipeline):
             # the schema the clients are made with is the pipeline's live one: read it here,
             # before the next extract changes it in the calling thread
@@ -89,6 +91,8 @@ class BackgroundLoad:
                 waiting(load, self.wait, EXTRACTED_KEPT)
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
             self.error = error
+        finally:
+            self.ended = time.monotonic()
 
     def finish(self) -> LoadInfo:
         """Wait for the load; its `LoadInfo`, or its failure raised as `pipeline.load()`

@@ -185,11 +185,14 @@ def normalize_run(extracted: ExtractedRun) -> None:
         )
 
 
-def after_load(extracted: ExtractedRun) -> None:
-    """What follows a load: on Delta tables, the children a parent's new rows replaced."""
+def after_load(extracted: ExtractedRun) -> bool:
+    """What follows a load: on Delta tables, the children a parent's new rows replaced.
+    Whether there was anything to do."""
     pipeline = extracted.pipeline
-    if pipeline.destination.destination_name == "filesystem":
-        prune_stale_children(pipeline, str(extracted.settings.edition))
+    if pipeline.destination.destination_name != "filesystem":
+        return False
+    prune_stale_children(pipeline, str(extracted.settings.edition))
+    return True
 
 
 def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:

@@ -102,11 +102,12 @@ class RunReport:
         with self._lock:
             return [i for waits in self._waits.values() for i in waits]
 
-    def finish(self) -> None:
-        """The run ended: its duration stops here, not when the report is written."""
+    def finish(self, at: float | None = None) -> None:
+        """The run ended (at `at`, monotonic; default now): its duration stops there, not
+        when the report is written."""
         with self._lock:
             if self._ended is None:
-                self._ended = time.monotonic()
+                self._ended = time.monotonic() if at is None else at
 
     @property
     def duration_seconds(self) -> float:

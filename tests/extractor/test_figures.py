@@ -36,17 +36,18 @@ def slow_sim() -> Iterator[Simulator]:
 
 
 def test_each_window_reports_its_own_duration(slow_sim: Simulator, tmp_path: Path) -> None:
-    """Five windows, one after another: each window's `duration_seconds` runs from its start
-    to its end, so together they are at most the backfill's wall time, and each is at least
-    the time its requests needed
-    (each answer takes LATENCY; at most `concurrency` are open at once). A duration measured
-    to when the report is written counts the first windows again in every later one."""
+    """Five windows, read one after another, each loading while the next is read: each
+    window's `duration_seconds` runs from its start to the end of its load, so it is at least
+    the time its requests needed (each answer takes LATENCY; at most `concurrency` are open
+    at once) and at most the backfill's wall time, and a window has ended before the window
+    after the next one starts (one load under way at most). A duration measured to when the
+    report is written would count the first windows again in every later one."""
     windows, concurrency = planned_windows(), 2
     before = slow_sim.requests()["total"]
-    began = time.monotonic()
+    began, began_epoch = time.monotonic(), time.time()
     result = backfill(Loader(slow_sim, tmp_path), concurrency=concurrency)
     wall = time.monotonic() - began
-    reports = [w.result.report.as_dict() for w in result.windows if w.result]
+    reports = [w.result.report for w in result.windows if w.result]
     assert len(reports) == len(windows) == 5
 
     requests: dict[int, int] = {}
@@ -54,10 +55,17 @@ def test_each_window_reports_its_own_duration(slow_sim: Simulator, tmp_path: Pat
         index = window_of(entry, windows)
         if index is not None:
             requests[index] = requests.get(index, 0) + 1
-    durations = [r["duration_seconds"] for r in reports]
+    durations = [r.as_dict()["duration_seconds"] for r in reports]
     for index, duration in enumerate(durations):
         assert requests[index] * LATENCY / concurrency <= duration <= wall, (index, durations)
-    assert sum(durations) <= wall, (durations, wall)
+    spans = [
+        (r.started - began_epoch, r.started - began_epoch + r.duration_seconds) for r in reports
+    ]
+    for (start, _), (next_start, _) in zip(spans, spans[1:], strict=False):
+        assert start < next_start, spans
+    for (_, end), (later_start, _) in zip(spans, spans[2:], strict=False):
+        assert end <= later_start, spans  # landed before the window after the next is read
+    assert sum(durations) <= 2 * wall, (durations, wall)
     assert result.totals()["duration_seconds"] <= wall
 
 
