@@ -21,6 +21,7 @@ from pipelines.backfill import run_backfill
 from pipelines.progress import Progress
 from simulator import SimConfig, Simulator
 from sources.repo_analytics import FatalApiError
+from sources.repo_analytics.errors import DuckDBFileHeld
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader
 from tests.extractor.test_backfill import (
@@ -33,6 +34,7 @@ from tests.extractor.test_backfill import (
     snapshot,
     source_args,
 )
+from tests.extractor.test_duckdb_lock import Holders
 
 WINDOW_DAYS = 20  # 2026-03-01 .. 2026-06-01: 5 windows
 LATENCY = 0.02  # seconds added to every API answer
@@ -178,6 +180,45 @@ def test_a_window_loads_while_the_next_one_is_read(
         ).fetchall()
     assert [load_id for (load_id,) in loads][:-1] == list(result.load_ids)
     assert len(result.load_ids) == len(windows)
+    assert_tables_equal_truth(
+        loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+    )
+
+
+def test_a_load_that_fails_behind_the_next_window_stops_there_and_the_rerun_lands_both(
+    slow_sim: Simulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first window's load meets its DuckDB file held by a reader (waiting 0 s) while the
+    second window is read: the backfill stops with the holder named, once the second window's
+    package is extracted, and nothing of the third is asked. The rerun (the reader gone) lands
+    both packages first, asks nothing of those two windows again, reads the rest, and the
+    tables equal the truth."""
+    sim, windows = slow_sim, planned_windows()
+    loader = Loader(sim, tmp_path)
+    holders, readers = Holders(), []
+    real_run = Load.run
+
+    def held_once(self: Load, pool: Any) -> Any:
+        if not readers:  # the first window's load: a reader takes the file first
+            readers.append(holders.hold(loader.db_file))
+        return real_run(self, pool)
+
+    monkeypatch.setattr(Load, "run", held_once)
+    before = sim.requests()["total"]
+    try:
+        with pytest.raises(DuckDBFileHeld) as caught:
+            backfill(loader, duckdb_lock_wait_seconds=0)
+    finally:
+        holders.stop_all()
+    assert f"held by process {readers[0].pid}" in str(caught.value)
+    asked = {window_of(e, windows) for e in log_since(sim, before)} - {None}
+    assert asked == {0, 1}
+
+    again = sim.requests()["total"]
+    result = backfill(loader)
+    assert {i for i, w in enumerate(result.windows) if w.resumed} == {0, 1}
+    reread = {window_of(e, windows) for e in log_since(sim, again)} - {None}
+    assert reread == set(range(2, len(windows)))
     assert_tables_equal_truth(
         loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
     )
