@@ -61,7 +61,7 @@ class BackgroundLoad:
         self.staging_config = staging.config if staging else None
         self.workers = load_workers(pipeline)
         self.lock: AbstractContextManager[None] = exclusive_load(pipeline)
-        self.lock.__enter__()  # held by this thread until finish(): one loader per dataset
+        self.lock.__enter__()  # the calling thread holds it until finish(): one loader per dataset
         self.thread = threading.Thread(target=self._run, name="repo-analytics-load")
         self.thread.start()
 
@@ -133,8 +133,8 @@ def _load_info(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
     raise failed from error
 
 
-# named `load`: the step's name in dlt's trace
 def load(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
+    """The background load's `LoadInfo` (named `load`: the step's name in dlt's trace)."""
     return _load_info(pipeline, background)
 
 
