@@ -116,6 +116,9 @@ class WindowLoads:
         self.under_way: tuple[WindowOutcome, list[WindowOutcome], ExtractedRun] | None
         self.under_way = None
         self.background: BackgroundLoad | None = None
+        # the first window read gives an older version's tables the source column; tables
+        # made later are made with it (~50 ms a window of opening DuckDB and asking)
+        self.adopted = False
 
     @property
     def pending(self) -> int:
@@ -135,7 +138,8 @@ class WindowLoads:
             report.finish()
             raise
         self.land()
-        normalize_run(extracted)
+        normalize_run(extracted, adopt=not self.adopted)
+        self.adopted = True
         self.under_way = (outcome, ended, extracted)
         self.background = BackgroundLoad(self.pipeline, extracted.wait)
 

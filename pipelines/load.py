@@ -172,12 +172,13 @@ def extract_run(
     return ExtractedRun(pipeline, report, settings, wait, legacy)
 
 
-def normalize_run(extracted: ExtractedRun) -> None:
-    """Normalize the run's package; a dataset of an older version gets the source column."""
+def normalize_run(extracted: ExtractedRun, adopt: bool = True) -> None:
+    """Normalize the run's package; with `adopt`, a dataset of an older version gets the
+    source column (a backfill's later windows need not look again: see `WindowLoads`)."""
     pipeline = extracted.pipeline
     pipeline.normalize()
     source_id = extracted.report.source
-    if source_id is not None:
+    if adopt and source_id is not None:
         waiting(
             lambda: adopt_rows(pipeline, source_id, extracted.legacy),
             extracted.wait,

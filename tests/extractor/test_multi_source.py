@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ import deltalake
 import duckdb
 import pytest
 
+from pipelines.backfill import run_backfill
 from pipelines.load import LoadResult
 from pipelines.reconcile import Reconciliation, reconcile, reconcile_pipeline
 from simulator import Simulator
@@ -31,7 +33,7 @@ from tests.extractor.conftest import DATASET, Loader
 from tests.extractor.helpers import DAY, GRAIN, as_utc, count, data_tables, period_floor, select
 from tests.extractor.server_load import truth as server
 from tests.extractor.server_load.request_log import check_exports_equal_served
-from tests.extractor.test_backfill import cli_env, run_cli
+from tests.extractor.test_backfill import cli_env, run_cli, source_args
 
 PAIRS = {
     "cloud+cloud": (("cloud", "team-a"), ("cloud", "team-b")),
@@ -343,6 +345,34 @@ def test_a_dataset_of_the_older_version_is_taken_over(
     assert check.ok and check.checked > 0, check.summary()
     state = host.loader.pipeline().state["sources"]["repo_analytics"]
     assert state["source"] == host.source  # type: ignore[typeddict-item]
+
+
+def test_a_dataset_of_the_older_version_is_taken_over_by_a_backfill(
+    make_sim: Callable[..., Simulator], tmp_path: Path, destination: str
+) -> None:
+    """The same dataset taken over by a backfill of several windows (only the first window
+    read looks for tables without the column): every row names the source, no row twice,
+    and the tables equal the truth."""
+    sim = make_sim(edition="cloud")
+    host = Host(sim, Loader(sim, tmp_path, destination), [])
+    host.load()
+    make_old_shaped(host.loader)
+    rows = {t: count(host.loader, t) for t in data_tables(host.loader)}
+
+    clock = as_utc(datetime.fromtimestamp(sim.info()["now"], UTC))
+    result = run_backfill(
+        host.loader.pipeline(),
+        cloud.START,
+        clock,
+        20,
+        now=clock,
+        **source_args(host.loader),
+    )
+    assert len(result.windows) > 2 and not any(w.resumed for w in result.windows)
+    assert {t: count(host.loader, t) for t in data_tables(host.loader)} == rows
+    for table in rows:
+        assert host.loader.rows(f'SELECT DISTINCT source FROM "{table}"') == [(host.source,)]
+    host.equals_truth(after_nightly=False)
 
 
 def test_source_of_a_base_url() -> None:
