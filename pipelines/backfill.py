@@ -113,9 +113,10 @@ class WindowLoads:
         self.pipeline = pipeline
         self.shown = shown
         self.total = total
-        self.under_way: tuple[WindowOutcome, list[WindowOutcome], ExtractedRun] | None
-        self.under_way = None
-        self.background: BackgroundLoad | None = None
+        # the window whose load runs, the list it ends in, its package and its load
+        self.under_way: (
+            tuple[WindowOutcome, list[WindowOutcome], ExtractedRun, BackgroundLoad] | None
+        ) = None
         # the first window read gives an older version's tables the source column; tables
         # made later are made with it (~50 ms a window of opening DuckDB and asking)
         self.adopted = False
@@ -140,15 +141,14 @@ class WindowLoads:
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
-        self.under_way = (outcome, ended, extracted)
-        self.background = BackgroundLoad(self.pipeline, extracted.wait)
+        self.under_way = (outcome, ended, extracted, BackgroundLoad(self.pipeline, extracted.wait))
 
     def land(self) -> None:
         """Wait for the load under way, if any: its window ends (or its failure is raised)."""
-        if self.under_way is None or self.background is None:
+        if self.under_way is None:
             return
-        outcome, ended, extracted = self.under_way
-        background, self.under_way, self.background = self.background, None, None
+        outcome, ended, extracted, background = self.under_way
+        self.under_way = None
         report = extracted.report
         pruned = False
         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 from typing import Any
 
 import dlt
@@ -60,8 +60,8 @@ class BackgroundLoad:
         self.client_config = client.config
         self.staging_config = staging.config if staging else None
         self.workers = load_workers(pipeline)
-        self.lock: AbstractContextManager[None] = exclusive_load(pipeline)
-        self.lock.__enter__()  # the calling thread holds it until finish(): one loader per dataset
+        self.held = ExitStack()  # the load lock: the calling thread holds it until finish()
+        self.held.enter_context(exclusive_load(pipeline))
         self.thread = threading.Thread(target=self._run, name="repo-analytics-load")
         self.thread.start()
 
@@ -97,10 +97,8 @@ class BackgroundLoad:
     def finish(self) -> LoadInfo:
         """Wait for the load; its `LoadInfo`, or its failure raised as `pipeline.load()`
         raises it. A step of dlt's trace named `load`, as `pipeline.load()` records."""
-        try:
+        with self.held:
             return _finished_load(self.pipeline, self)
-        finally:
-            self.lock.__exit__(None, None, None)
 
 
 def load_section(pipeline: dlt.Pipeline) -> Any:
@@ -110,7 +108,8 @@ def load_section(pipeline: dlt.Pipeline) -> Any:
     )
 
 
-def _load_info(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
+def load(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
+    """The background load's `LoadInfo` (named `load`: the step's name in dlt's trace)."""
     background.thread.join()
     step = background.step
     error = background.error
@@ -131,11 +130,6 @@ def _load_info(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
             pipeline, "load", error.load_id, error.job_exception, failed.step_info
         ) from error.job_exception
     raise failed from error
-
-
-def load(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
-    """The background load's `LoadInfo` (named `load`: the step's name in dlt's trace)."""
-    return _load_info(pipeline, background)
 
 
 _finished_load = with_runtime_trace(send_state=True)(with_state_sync()(load))
