@@ -65,7 +65,6 @@ def test_each_window_reports_its_own_duration(slow_sim: Simulator, tmp_path: Pat
         assert start < next_start, spans
     for (_, end), (later_start, _) in zip(spans, spans[2:], strict=False):
         assert end <= later_start, spans  # landed before the window after the next is read
-    assert sum(durations) <= 2 * wall, (durations, wall)
     assert result.totals()["duration_seconds"] <= wall
 
 

@@ -359,7 +359,7 @@ def test_a_dataset_of_the_older_version_is_taken_over_by_a_backfill(
     make_old_shaped(host.loader)
     rows = {t: count(host.loader, t) for t in data_tables(host.loader)}
 
-    clock = as_utc(datetime.fromtimestamp(sim.info()["now"], UTC))
+    clock = datetime.fromtimestamp(sim.info()["now"], UTC)
     result = run_backfill(
         host.loader.pipeline(),
         cloud.START,
