@@ -40,6 +40,7 @@ from sources.repo_analytics.plan import resolve_settings
 
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema
+NEXT_ITEM_MODE = "extract.next_item_mode"  # dlt's setting: how the extract takes items of resources
 
 
 @dataclass
@@ -154,6 +155,7 @@ def extract_run(
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
     stamp_load_ids()
+    one_resource_at_a_time()
     wake_on_finished_jobs()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
@@ -208,6 +210,21 @@ def stamp_load_ids() -> None:
     Arrow tables on request): lineage for users, and what replaces a parent's child list on
     Delta tables (`pipelines/lake.py`). Idempotent; in dlt's in-memory config."""
     dlt.config["normalize.parquet_normalizer.add_dlt_load_id"] = True
+
+
+def one_resource_at_a_time() -> None:
+    """dlt extracts the resources one after another (its `extract.next_item_mode` `fifo`), not
+    an item of each in turn (`round_robin`, its default), unless configured otherwise.
+
+    Each resource reads its scopes in threads of its own and holds their pages in a bounded
+    queue; in turn, every started resource kept its threads and full queue alive (three at
+    once seen in a self-hosted backfill), while the requests were held to `concurrency`
+    anyway by the host's gate. Medium self-hosted year, default settings (interleaved pairs,
+    load 1.6-2.6): peak RSS 436/445 -> 416/408 MB, wall 0.97x; lists and the cloud within
+    the spread or faster. Idempotent; in dlt's in-memory config (a variable or
+    `.dlt/config.toml` wins)."""
+    if dlt.config.get(NEXT_ITEM_MODE) is None:
+        dlt.config[NEXT_ITEM_MODE] = "fifo"
 
 
 _WAKE_LOCK = threading.Lock()

@@ -1,0 +1,66 @@
+"""A run has dlt extract resources one after another, not an item of each in turn.
+
+Each of our resources reads its scopes in `concurrency` threads and hands their pages over
+through a bounded queue; taken an item of each resource in turn (dlt's default), every
+started resource kept its threads and its full queue alive (three resources at once in a
+year's backfill of the medium host, whose resources yield many items). The tiny host's
+resources each yield once, so the order is read from dlt itself: two plain resources
+extracted in the same process after a real run, as dlt's setting then stands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dlt
+import pytest
+
+from simulator import SimConfig, Simulator
+from tests.conftest import FIXED_NOW
+from tests.extractor.conftest import Loader
+from tests.extractor.test_backfill import CLOCK, SINCE, SLACK, assert_tables_equal_truth
+
+
+def extraction_order(folder: Path) -> list[str]:
+    """The resource of each item, in the order dlt took them, of two resources of 3 items."""
+    taken: list[str] = []
+
+    def items(name: str) -> object:
+        for number in range(3):
+            taken.append(name)
+            yield {"number": number}
+
+    first = dlt.resource(items("first"), name="first")
+    second = dlt.resource(items("second"), name="second")
+    pipeline = dlt.pipeline(pipeline_name="order", pipelines_dir=str(folder))
+    pipeline.extract([first, second])
+    return taken
+
+
+def switches(order: list[str]) -> int:
+    return sum(a != b for a, b in zip(order, order[1:], strict=False))
+
+
+def test_a_run_extracts_one_resource_after_another(tmp_path: Path) -> None:
+    """After a load of every level and resource (default settings), dlt takes all of one
+    resource's items before the next resource's; the load lands the tables equal to the
+    truth."""
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        loader = Loader(sim, tmp_path / "run")
+        result = loader.load()
+        assert_tables_equal_truth(
+            loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+        )
+    assert len(result.load_ids) == 1
+    order = extraction_order(tmp_path / "order")
+    assert sorted(order) == ["first"] * 3 + ["second"] * 3
+    assert switches(order) == 1, order
+
+
+def test_a_configured_order_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlt's own setting, set by its variable, is kept: round robin takes turns."""
+    monkeypatch.setenv("EXTRACT__NEXT_ITEM_MODE", "round_robin")
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        Loader(sim, tmp_path / "run").load(levels=["workspace"], resources=["users"])
+    order = extraction_order(tmp_path / "order")
+    assert switches(order) == 5, order
