@@ -4,6 +4,7 @@ handed to dlt with their table hints."""
 from __future__ import annotations
 
 import threading
+from hashlib import blake2b
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,7 @@ class ReadContext:
     directories: dict[str, Any] = field(default_factory=dict)  # unpaged answers, read once
     # natural keys yielded so far in this run, per table, or per table and scope where only
     # one read of the scope yields them (see `emit`)
-    emitted: dict[str, set[str]] = field(default_factory=dict)  # `row_keys`
+    emitted: dict[str, set[bytes]] = field(default_factory=dict)  # `row_keys`
     # a nightly's discovery pages of the top-level lists, by request, until their resource
     # reads them (see `readers.endpoint_pages`)
     kept_pages: dict[tuple[Any, ...], list[list[Any]]] = field(default_factory=dict)
@@ -159,14 +160,11 @@ def forget(ctx: ReadContext, table: str, scope: Scope) -> None:
 KEY_SEPARATOR = "\x00\x00"
 ESCAPED_NUL = "\x00\x01"
 NULL_VALUE = "\x00\x02"
+KEY_DIGEST_BYTES = 16
 
 
-def row_keys(table: pa.Table, names: list[str]) -> list[str]:
-    """Each row's key over the columns `names`, as one string (see `KEY_SEPARATOR`).
-
-    The run's sets of emitted keys hold one string per row, not a tuple of values: a year's
-    CSV exports put a million keys in them, and a tuple of three strings costs twice as much.
-    """
+def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
+    """Each row's key over the columns `names`, as one string (see `KEY_SEPARATOR`)."""
     columns = []
     for name in names:
         column = table.column(name)
@@ -175,10 +173,23 @@ def row_keys(table: pa.Table, names: list[str]) -> list[str]:
         if pc.any(pc.match_substring(column, "\x00")).as_py():
             column = pc.replace_substring(column, "\x00", ESCAPED_NUL)
         columns.append(column)
-    joined = pc.binary_join_element_wise(
+    return pc.binary_join_element_wise(
         *columns, KEY_SEPARATOR, null_handling="replace", null_replacement=NULL_VALUE
     )
-    return joined.to_pylist()
+
+
+def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
+    """Each row's key over the columns `names`: a 16-byte BLAKE2 digest of its one string.
+
+    The run's sets of emitted keys hold one digest per row, not the key's text (a year's CSV
+    exports of the large self-hosted host put a million keys in one set: 81-character
+    texts take 173 bytes a key with the set's own, digests 91) nor a tuple of values (twice
+    the text). Two different keys share a 128-bit digest with a chance of about n^2 / 2^129:
+    1e-27 for a million keys. Digesting costs ~0.33 us a key (2 s of CPU for the medium
+    self-hosted year's ~2M keys is the measured bound; see README).
+    """
+    texts = key_texts(table, names).cast(pa.binary())
+    return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in texts.to_pylist()]
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:
