@@ -4,9 +4,9 @@ handed to dlt with their table hints."""
 from __future__ import annotations
 
 import threading
-from hashlib import blake2b
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from typing import Any
 from urllib.parse import quote
 
