@@ -185,8 +185,8 @@ def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     exports of the large self-hosted host put a million keys in one set: 81-character
     texts take 173 bytes a key with the set's own, digests 91) nor a tuple of values (twice
     the text). Two different keys share a 128-bit digest with a chance of about n^2 / 2^129:
-    1e-27 for a million keys. Digesting costs ~0.33 us a key (2 s of CPU for the medium
-    self-hosted year's ~2M keys is the measured bound; see README).
+    1e-27 for a million keys. Digesting costs ~0.33 us a key (~0.7 s of CPU for the ~2M rows
+    of a medium self-hosted year with default settings).
     """
     texts = key_texts(table, names).cast(pa.binary())
     return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in texts.to_pylist()]
