@@ -88,6 +88,7 @@ class RequestLog:
                     "auth": scheme,
                     "fault": fault,
                     "accept": request.headers.get("accept"),
+                    "at": round(time.time(), 4),  # when it came in (before any added latency)
                 }
             )
 
