@@ -6,12 +6,14 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from .context import ReadContext, Scope
 from .dates import wire
+from .fanin import fan_in
 from .readers import directory_items, endpoint_pages, list_page_size
 from .tables import Endpoint, to_arrow
 
@@ -142,11 +144,17 @@ class RangeDiscovery:
     for an alias e-mail) or a pull request's author, while the user-level lists count alias
     commits too: a user whose only activity in a window is alias commits is invisible in that
     window's lists. Windows therefore read the users active anywhere in the range. The range
-    is read in the slices of its `windows` (each from its start less the cursor slack), one
-    family at a time, each slice read once, when first asked, while other askers wait: a
-    window's repositories are those of its own slice, the range's scopes those of all
-    slices, so what a window reads does not depend on which windows ran before it, or at the
-    same time, and no slice is read twice.
+    is read in the slices of its `windows` (each from its start less the cursor slack), each
+    slice and family once: a window's repositories are those of its own slice, the range's
+    scopes those of all slices, so what a window reads does not depend on which windows ran
+    before it, or at the same time, and no slice is read twice.
+
+    The first ask reads every slice of the families asked (a window: its own and the later
+    ones) not read yet, `concurrency` at once: a slice's pages follow one another (each
+    page's link or start leads to the next), so a slice alone keeps one request open, and a
+    remote host's latency adds up page after page (with 20 ms added to every answer, the
+    medium cloud lists' year spent 10.7 s of its 22 s in discovery). Later asks take what was
+    read.
     """
 
     start: datetime
@@ -173,6 +181,7 @@ class RangeDiscovery:
         self, ctx: ReadContext, start: datetime, until: datetime, resources: Sequence[str]
     ) -> Discovered:
         """The scopes active in the slice [start, until) in the lists of `resources`."""
+        self._read_all(ctx, resources, start)
         found = Discovered()
         for family in discovery_families(resources):
             found.add(self._slice(ctx, start, until, family))
@@ -181,10 +190,31 @@ class RangeDiscovery:
     def discovered(self, ctx: ReadContext) -> Discovered:
         """The scopes active anywhere in the range, in the lists of the range's families."""
         resources = ctx.plan.resources if self.resources is None else self.resources
+        self._read_all(ctx, resources)
         found = Discovered()
         for start, until in self.slices():
             found.add(self.window(ctx, start, until, resources))
         return found
+
+    def _read_all(
+        self, ctx: ReadContext, resources: Sequence[str], onward: datetime | None = None
+    ) -> None:
+        """The slices of the families of `resources` not read yet (those from `onward` on:
+        the windows before it ran already, or a rerun skips them), `concurrency` at once."""
+        keys = [
+            (start, until, family)
+            for start, until in self.slices()
+            for family in discovery_families(resources)
+            if (start, until, family) not in self._slices and (onward is None or start >= onward)
+        ]
+
+        def read(key: tuple[datetime, datetime, str]) -> Iterator[Discovered]:
+            yield self._slice(ctx, *key)
+
+        for _ in fan_in(
+            [partial(read, key) for key in keys], ctx.plan.concurrency, turn=ctx.client.turn
+        ):
+            pass
 
     def _slice(self, ctx: ReadContext, start: datetime, until: datetime, family: str) -> Discovered:
         key = (start, until, family)

@@ -8,6 +8,7 @@ requests open at once (`open_max`), never from extractor code.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +39,9 @@ from tests.extractor.test_duckdb_lock import Holders
 
 WINDOW_DAYS = 20  # 2026-03-01 .. 2026-06-01: 5 windows
 LATENCY = 0.02  # seconds added to every API answer
+SLOW_LIST = 0.2  # seconds added to the discovery lists' answers where a test says so
+# the top-level lists a repository-level backfill reads to find its repositories
+DISCOVERY_LISTS = ("commits.list.workspace", "pull-requests.list.workspace")
 
 
 def planned_windows() -> list[tuple[datetime, datetime]]:
@@ -58,6 +62,12 @@ def window_of(entry: dict[str, Any], windows: list[tuple[datetime, datetime]]) -
         if start - SLACK <= span[0] and span[1] <= end + SLACK and span[0] < end:
             return index
     return None
+
+
+def own_window(entry: dict[str, Any], windows: list[tuple[datetime, datetime]]) -> int | None:
+    """The window whose own reading made a request: the discovery lists excluded (the first
+    window to run reads every later window's slice of them too)."""
+    return None if entry["endpoint"] in DISCOVERY_LISTS else window_of(entry, windows)
 
 
 @pytest.fixture
@@ -98,7 +108,8 @@ class FaultAfterWindows(Progress):
 def test_windows_load_one_after_another_on_the_pipeline(
     slow_sim: Simulator, tmp_path: Path
 ) -> None:
-    """Five windows with concurrency 2: the host sees each window's requests after the last
+    """Five windows with concurrency 2: the host sees the discovery of every window's
+    repositories first (the workspace lists), then each window's own requests after the last
     one of the window before (one window at a time), 2 open at once and never more (the
     scopes of a window read together), one dlt load per window, all by the one pipeline --
     no pipeline of its own per window -- and the tables equal the truth."""
@@ -110,10 +121,17 @@ def test_windows_load_one_after_another_on_the_pipeline(
     assert [(w.start, w.end) for w in result.windows] == windows
     assert not any(w.resumed for w in result.windows)
     assert sim.requests()["open_max"] == 2
+    log = log_since(sim, before)
+    discovery = [e for e in log if e["endpoint"] in DISCOVERY_LISTS]
+    # every window's slice of the workspace lists is read first, then the windows' own lists
+    assert {window_of(e, windows) for e in discovery} == set(range(len(windows)))
+    assert max(e["n"] for e in discovery) < min(
+        e["n"] for e in log if e["endpoint"] not in DISCOVERY_LISTS
+    )
     serials: dict[int, list[int]] = {}
-    for entry in log_since(sim, before):
+    for entry in log:
         index = window_of(entry, windows)
-        if index is not None:
+        if index is not None and entry["endpoint"] not in DISCOVERY_LISTS:
             serials.setdefault(index, []).append(entry["n"])
     assert sorted(serials) == list(range(len(windows)))
     for earlier, later in zip(range(len(windows)), range(1, len(windows)), strict=False):
@@ -133,6 +151,37 @@ def test_windows_load_one_after_another_on_the_pipeline(
     assert_tables_equal_truth(
         loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
     )
+
+
+def test_discovery_reads_the_windows_slices_concurrency_at_once(tmp_path: Path) -> None:
+    """The windows' slices of the workspace lists are read `concurrency` (3) at once, not one
+    page after another: with 0.2 s added to each of their answers, a request that comes in
+    less than 0.2 s after another came while that one was still being answered, and a
+    reader of one slice at a time could never send it then (on the code before, at most 1
+    was open). Every slice is read once, and the tables equal the truth."""
+    faults = {
+        "rules": [  # the first rule that fires wins
+            {"kind": "slow", "rate": 1, "slow_seconds": SLOW_LIST, "match": "list.workspace"},
+            {"kind": "slow", "rate": 1, "slow_seconds": LATENCY},
+        ]
+    }
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        sim.set_faults(faults)
+        windows, loader = planned_windows(), Loader(sim, tmp_path)
+        before = sim.requests()["total"]
+        backfill(loader, concurrency=3)
+        discovery = [e for e in log_since(sim, before) if e["endpoint"] in DISCOVERY_LISTS]
+        arrivals = sorted(e["at"] for e in discovery)
+        open_at_once = max(
+            sum(1 for later in arrivals if first <= later < first + SLOW_LIST) for first in arrivals
+        )
+        assert open_at_once == 3, arrivals
+        asked = Counter((e["endpoint"], tuple(sorted(e["params"].items()))) for e in discovery)
+        assert set(asked.values()) == {1}, asked
+        assert {window_of(e, windows) for e in discovery} == set(range(len(windows)))
+        assert_tables_equal_truth(
+            loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
+        )
 
 
 def test_a_window_loads_while_the_next_one_is_read(
@@ -159,7 +208,7 @@ def test_a_window_loads_while_the_next_one_is_read(
 
     def watch() -> None:
         while not stop_watching.is_set():
-            if any(window_of(e, windows) == 1 for e in log_since(sim, before)):
+            if any(own_window(e, windows) == 1 for e in log_since(sim, before)):
                 second_window_read.set()
                 return
             stop_watching.wait(0.05)
@@ -211,14 +260,18 @@ def test_a_load_that_fails_behind_the_next_window_stops_there_and_the_rerun_land
     finally:
         holders.stop_all()
     assert f"held by process {readers[0].pid}" in str(caught.value)
-    asked = {window_of(e, windows) for e in log_since(sim, before)} - {None}
+    asked = {own_window(e, windows) for e in log_since(sim, before)} - {None}
     assert asked == {0, 1}
 
     again = sim.requests()["total"]
     result = backfill(loader)
     assert {i for i, w in enumerate(result.windows) if w.resumed} == {0, 1}
-    reread = {window_of(e, windows) for e in log_since(sim, again)} - {None}
+    rerun = log_since(sim, again)
+    reread = {own_window(e, windows) for e in rerun} - {None}
     assert reread == set(range(2, len(windows)))
+    # nor are the landed windows' repositories discovered again
+    rediscovered = {window_of(e, windows) for e in rerun if e["endpoint"] in DISCOVERY_LISTS}
+    assert rediscovered == set(range(2, len(windows)))
     assert_tables_equal_truth(
         loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
     )
@@ -263,7 +316,7 @@ def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path
     failing = next(window_of(e, windows) for e in log if e["fault"] == "html")
     assert failing is not None
     assert failing == 2
-    touched = {window_of(e, windows) for e in log} - {None}
+    touched = {own_window(e, windows) for e in log} - {None}
     assert touched == {0, 1, 2}
 
     sim.clear_faults()
@@ -271,7 +324,7 @@ def test_a_failing_window_stops_the_backfill(slow_sim: Simulator, tmp_path: Path
     result = backfill(loader)
     resumed = {i for i, w in enumerate(result.windows) if w.resumed}
     assert resumed == {0, 1}
-    reread = {window_of(e, windows) for e in log_since(sim, again)} - {None}
+    reread = {own_window(e, windows) for e in log_since(sim, again)} - {None}
     assert reread == set(range(2, len(windows)))
     assert_tables_equal_truth(
         loader.db_file, sim, "cloud", required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
