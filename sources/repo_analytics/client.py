@@ -1,7 +1,8 @@
 """The one HTTP client: session per thread, auth, timeouts, tenacity retries, error classes.
 
 Every request of the extractor goes through `ApiClient.get`; nothing else but its helpers
-(`transport.py`: retryable failures, Retry-After, the host gate, TLS guards) imports requests.
+(`connection.py`: urllib3's pools and redirects; `transport.py`: retryable failures,
+Retry-After, the host gate, TLS guards) talks HTTP.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ import orjson
 import requests
 from dlt.common import logger
 from tenacity import RetryCallState, Retrying, retry_if_exception
-from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 from .config import RetryConfiguration
+from .connection import BrokenBody, Reply, Transport
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .fanin import CpuTurn
 from .plan import RunPlan
@@ -30,7 +38,6 @@ from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
 from .tables import ErrorEnvelope, ErrorRule
 from .transport import (
     HostGate,
-    NoDowngradeSession,
     RetryableError,
     content_kind,
     environment_ca_bundle,
@@ -72,6 +79,8 @@ class ApiClient:
         gate: the host's gate, shared with the other clients of the host (backfill windows).
         ca_bundle: the PEM file of the CAs an HTTPS host is verified against; None: requests'
             default (`REQUESTS_CA_BUNDLE` or `CURL_CA_BUNDLE` when set, else certifi's store).
+            The environment's proxies are read once, as requests reads them (`HTTPS_PROXY`,
+            `NO_PROXY`, ...); `~/.netrc` is never read.
     """
 
     def __init__(
@@ -87,33 +96,22 @@ class ApiClient:
         ca_bundle: str | None = None,
     ) -> None:
         self.api_base = api_base.rstrip("/")
-        # The environment's proxies and CA bundle, read once as requests reads them; its
-        # sessions do not read them again per request (`trust_env`): that took 3 % of a
-        # year's Python time, and made a ~/.netrc entry for the host replace the configured
-        # credentials.
-        self._verify: str | bool = ca_bundle or environment_ca_bundle() or True
-        self._proxies = requests.utils.get_environ_proxies(self.api_base)
-        self._headers = dict(headers)
+        self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
+        # a streamed body keeps its connection past the gate: room for as many again
+        self._transport = Transport(
+            headers,
+            ca_bundle or environment_ca_bundle() or True,
+            requests.utils.get_environ_proxies(self.api_base),
+            2 * self.gate.size,
+        )
         self._rules = error_rules
         self._error_message = error_message
         self._envelope = error_envelope
         self.settings = settings
         self.report = report
-        self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
         self.turn = CpuTurn()  # given up while this client waits (see fanin.CpuTurn)
-        self._local = threading.local()
         self._wait_lock = threading.Lock()
         self._waited = 0.0
-
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = NoDowngradeSession()
-            session.trust_env = False
-            session.proxies.update(self._proxies)
-            session.headers.update(self._headers)
-            self._local.session = session
-        return session
 
     def url(self, path: str) -> str:
         return path if path.startswith(("http://", "https://")) else self.api_base + path
@@ -211,15 +209,15 @@ class ApiClient:
         with self.turn.released():
             time.sleep(seconds)
 
-    def _send(
-        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
-    ) -> requests.Response:
+    def _send(self, path: str, params: Mapping[str, Any] | None, label: str, accept: str) -> Reply:
         with self.turn.released():
-            return self._send_waiting(path, params, label, accept, stream)
+            return self._send_waiting(path, params, label, accept)
 
     def _send_waiting(
-        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
-    ) -> requests.Response:
+        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str
+    ) -> Reply:
+        """The answer's status and headers (its body unread, unless an error's); failures to
+        connect or to read in time as `RetryableError`."""
         began = time.monotonic()
         waited = self.gate.wait_turn()
         if waited:
@@ -228,37 +226,30 @@ class ApiClient:
         self.report.count_request(label)
         try:
             with self.gate.in_flight:
-                response = self._session().get(
+                response = self._transport.get(
                     url,
-                    params=params,
-                    headers={"Accept": accept},
-                    stream=stream,
-                    timeout=(self.settings.connect_timeout, self.settings.read_timeout),
-                    verify=self._verify,
+                    params,
+                    {"Accept": accept},
+                    (self.settings.connect_timeout, self.settings.read_timeout),
                 )
-        except requests.Timeout:
+        except NewConnectionError:  # refused, or no such host name (before the timeouts:
+            # urllib3 makes it a kind of connect timeout)
+            host = urlsplit(sanitise(url)).netloc
+            raise RetryableError(
+                f"connection refused or host not found: {sanitise(url)}", unreachable=host
+            ) from None
+        except (ConnectTimeoutError, ReadTimeoutError, TimeoutError):
             raise RetryableError(f"timeout from {sanitise(url)}") from None
-        except requests.exceptions.SSLError as error:
+        except SSLError as error:
             raise tls_error(error, url) from None
-        except requests.ConnectionError as error:
-            if isinstance(
-                getattr(error.args[0] if error.args else None, "reason", None), NewConnectionError
-            ):  # refused, or no such host name
-                host = urlsplit(sanitise(url)).netloc
-                raise RetryableError(
-                    f"connection refused or host not found: {sanitise(url)}", unreachable=host
-                ) from None
+        except (HTTPError, OSError) as error:
             raise RetryableError(
                 f"connection error from {sanitise(url)}: {type(error).__name__}"
             ) from None
-        except requests.exceptions.ChunkedEncodingError:
-            # Not a ConnectionError subclass: a body cut short (fewer bytes than
-            # Content-Length), read inside `get` when not streaming.
-            raise RetryableError(f"truncated body from {sanitise(url)}") from None
         if response.status_code >= 400 or response.status_code in RETRYABLE_STATUSES:
             try:
                 body = response.content
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+            except BrokenBody:
                 body = b""
             response.close()
             elsewhere = refused_elsewhere(url, response)
@@ -268,18 +259,18 @@ class ApiClient:
         return response
 
     def _get_json_once(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
-        response = self._send(path, params, label, "application/json", stream=False)
+        response = self._send(path, params, label, "application/json")
         kind = content_kind(response)
         if kind not in JSON_TYPES:
             raise self._not_expected(response, kind, "JSON")
         return Answer(self._json_body(response), sanitise(response.url))
 
-    def _json_body(self, response: requests.Response) -> Any:
+    def _json_body(self, response: Reply) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
         url = sanitise(response.url)
         try:
             content = response.content
-        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+        except BrokenBody:
             raise RetryableError(f"truncated body from {url}") from None
         try:
             body = orjson.loads(content)
@@ -290,7 +281,7 @@ class ApiClient:
         return body
 
     @staticmethod
-    def _not_expected(response: requests.Response, kind: str, wanted: str) -> FatalApiError:
+    def _not_expected(response: Reply, kind: str, wanted: str) -> FatalApiError:
         advice = (
             "check base_url and api_prefix; if they are right, report it with this line"
             if kind in JSON_TYPES
@@ -308,7 +299,7 @@ class ApiClient:
     def _download(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str
     ) -> IO[bytes]:
-        response = self._send(path, params, label, accept, stream=True)
+        response = self._send(path, params, label, accept)
         kind = content_kind(response)
         if kind in JSON_TYPES or kind == "text/html":
             self._refuse_stream(response, kind)
@@ -317,8 +308,7 @@ class ApiClient:
             with response, self.turn.released():
                 for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
                     spool.write(chunk)
-        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
-            # a read timeout mid-body is a ConnectionError too
+        except BrokenBody:  # a read timeout mid-body too
             read = spool.tell()
             spool.close()
             raise RetryableError(
@@ -330,7 +320,7 @@ class ApiClient:
         spool.seek(0)
         return spool
 
-    def _refuse_stream(self, response: requests.Response, kind: str) -> None:
+    def _refuse_stream(self, response: Reply, kind: str) -> None:
         """A JSON or HTML answer where a text export was asked for: an error, never rows."""
         with response:
             if kind in JSON_TYPES:
@@ -338,7 +328,7 @@ class ApiClient:
         raise self._not_expected(response, kind, "CSV")
 
     # classification ----------------------------------------------------------------------------
-    def _raise_for(self, response: requests.Response, body: bytes) -> None:
+    def _raise_for(self, response: Reply, body: bytes) -> None:
         status = response.status_code
         url = sanitise(response.url)
         if status in RETRYABLE_STATUSES:

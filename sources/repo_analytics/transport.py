@@ -9,12 +9,13 @@ import ssl
 import threading
 import time
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import requests
+from .errors import CertificateError, FatalApiError, SkippableApiError
 
-from .errors import CertificateError, DowngradeError, FatalApiError, SkippableApiError
+if TYPE_CHECKING:
+    from .connection import Reply
 
 
 class RetryableError(Exception):
@@ -66,7 +67,7 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def content_kind(response: requests.Response) -> str:
+def content_kind(response: Reply) -> str:
     """The answer's media type without parameters, lower case (`text/csv`)."""
     return response.headers.get("Content-Type", "").split(";")[0].strip().lower()
 
@@ -76,6 +77,7 @@ class HostGate:
     at most `max_in_flight` requests are open at once, however many windows and scopes run."""
 
     def __init__(self, max_in_flight: int) -> None:
+        self.size = max_in_flight
         self._lock = threading.Lock()
         self._not_before = 0.0
         self.in_flight = threading.BoundedSemaphore(max_in_flight)
@@ -99,19 +101,8 @@ def environment_ca_bundle() -> str | None:
     return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None
 
 
-class NoDowngradeSession(requests.Session):
-    """requests' session, but a redirect from HTTPS to plain HTTP is refused before it is
-    sent (requests would follow it, dropping only the `Authorization` header)."""
-
-    def rebuild_auth(self, prepared_request: Any, response: requests.Response) -> None:
-        old, new = str(response.request.url or ""), str(prepared_request.url or "")
-        if urlsplit(old).scheme == "https" and urlsplit(new).scheme != "https":
-            raise DowngradeError(new, "a redirect")
-        super().rebuild_auth(prepared_request, response)
-
-
 def ssl_failure(error: BaseException) -> ssl.SSLError | None:
-    """The `ssl.SSLError` inside requests' and urllib3's wrappers of `error`, if any."""
+    """The `ssl.SSLError` inside urllib3's wrappers of `error`, if any."""
     seen: list[BaseException] = []
     todo: list[Any] = [error]
     while todo:
@@ -126,7 +117,7 @@ def ssl_failure(error: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def tls_error(error: requests.exceptions.SSLError, url: str) -> Exception:
+def tls_error(error: BaseException, url: str) -> Exception:
     """A failed TLS handshake: fatal when retrying cannot help (a certificate that fails
     verification, a port that does not speak TLS), else retried like a reset connection."""
     found = ssl_failure(error)
@@ -142,9 +133,9 @@ def tls_error(error: requests.exceptions.SSLError, url: str) -> Exception:
     return RetryableError(f"TLS error from {sanitise(url)}: {reason}")
 
 
-def refused_elsewhere(url: str, response: requests.Response) -> FatalApiError | None:
+def refused_elsewhere(url: str, response: Reply) -> FatalApiError | None:
     """A 401 or 403 from another host a redirect led to: that host got no credentials
-    (requests drops them when the host changes), so the refusal says nothing of them."""
+    (they are dropped when the host changes), so the refusal says nothing of them."""
     if not response.history or response.status_code not in (401, 403):
         return None
     asked, answered = urlsplit(url), urlsplit(str(response.url or ""))
