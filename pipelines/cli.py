@@ -16,6 +16,11 @@ EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wa
 
 # settings a backfill takes from its own flags (--since, --until) instead
 BACKFILL_OWN = ("start_date", "end_date")
+DEFAULT_DATASET = "repo_analytics"
+# The file's name is not the dataset's: DuckDB 2 names a file's catalog after it, and then
+# cannot tell `repo_analytics.<table>` (dataset and table) from a table of that catalog.
+DEFAULT_DUCKDB = "repo-analytics.duckdb"
+EARLIER_DEFAULT_DUCKDB = "repo_analytics.duckdb"  # the default before DuckDB 2
 
 
 class EditionNames:
@@ -48,9 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--duckdb",
-        default="repo_analytics.duckdb",
+        default=DEFAULT_DUCKDB,
         metavar="FILE",
-        help="the DuckDB file to load into (default repo_analytics.duckdb)",
+        help=f"the DuckDB file to load into (default {DEFAULT_DUCKDB}); its name (up to the "
+        "first dot) must differ from the dataset's",
     )
     parser.add_argument(
         "--parquet-dir",
@@ -58,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="folder or object-store URL (s3://, gs://, az://) for --destination parquet",
     )
-    parser.add_argument("--dataset", default="repo_analytics", help="dataset (schema) name")
+    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="dataset (schema) name")
     parser.add_argument(
         "--pipeline-name",
         default="repo_analytics",
@@ -360,7 +366,7 @@ def check_file_settings(args: argparse.Namespace, values: Any) -> None:
             values[PUBLISH_KEY],
             f"no value with --destination {args.destination}: it copies the DuckDB file",
         )
-    publish_target(values.get(PUBLISH_KEY), args.duckdb)
+    publish_target(values.get(PUBLISH_KEY), args.duckdb, args.dataset)
 
 
 def publish_copy(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -369,7 +375,7 @@ def publish_copy(args: argparse.Namespace) -> dict[str, Any] | None:
     from pipelines.duckdb_file import PUBLISH_KEY, lock_wait, publish, publish_target
 
     values = resolved_source_args(args)
-    target = publish_target(values.get(PUBLISH_KEY), args.duckdb)
+    target = publish_target(values.get(PUBLISH_KEY), args.duckdb, args.dataset)
     if target is None:
         return None
     published = publish(args.duckdb, target, lock_wait(values))
@@ -627,7 +633,7 @@ def cli_destination(args: argparse.Namespace) -> Any:
     if args.destination == "duckdb":
         from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination
 
-        check_duckdb_path(args.duckdb)
+        check_duckdb_path(args.duckdb, args.dataset)
         return duckdb_destination(args.duckdb, configured_memory_limit(flag_settings(args)))
     if args.destination == "parquet":
         return dlt.destinations.filesystem(bucket_url=args.parquet_dir)
@@ -644,10 +650,13 @@ def cli_destination(args: argparse.Namespace) -> Any:
         ) from None
 
 
-def check_duckdb_path(text: str) -> None:
-    """A file, not a folder, in a folder that exists and can be written or can be made."""
+def check_duckdb_path(text: str, dataset: str) -> None:
+    """A file, not a folder, in a folder that exists and can be written or can be made; its
+    catalog is not the dataset's name; and not today's default while the earlier default's
+    file is here (a run would start a new, empty file beside the data)."""
     import os
 
+    from pipelines.duckdb_file import check_catalog
     from sources.repo_analytics import ConfigError
 
     path = Path(text).absolute()
@@ -661,6 +670,15 @@ def check_duckdb_path(text: str) -> None:
             text,
             "the path of a file (not a folder) in a writable "
             "folder, made when missing: pass --duckdb FILE",
+        )
+    check_catalog("duckdb", text, dataset)
+    if text == DEFAULT_DUCKDB and not path.exists() and Path(EARLIER_DEFAULT_DUCKDB).is_file():
+        raise ConfigError(
+            "duckdb",
+            f"{text} (the default)",
+            f"the file of earlier runs: {EARLIER_DEFAULT_DUCKDB}, the default before DuckDB 2, "
+            f"is in this folder; rename it to {DEFAULT_DUCKDB} to load into it, or pass "
+            "--duckdb FILE",
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from pipelines.backfill import run_backfill
+from pipelines.cli import DEFAULT_DUCKDB
 from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress
@@ -29,7 +30,7 @@ EXIT_OK, EXIT_PARTIAL, EXIT_MISMATCH = 0, 3, 5
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    db_file = Path(args.duckdb if args.duckdb != "repo_analytics.duckdb" else "demo.duckdb")
+    db_file = Path(args.duckdb if args.duckdb != DEFAULT_DUCKDB else "demo.duckdb")
     work = db_file.parent / ".repo-analytics-demo"
     for leftover in (db_file, work):  # the demo owns these: start afresh every time
         if leftover.is_dir():

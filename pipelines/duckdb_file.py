@@ -159,9 +159,31 @@ class Published:
         return {"path": self.path, "bytes": self.bytes, "seconds": round(self.seconds, 3)}
 
 
-def publish_target(value: Any, db_file: str | Path) -> Path | None:
+def catalog_of(path: str | Path) -> str:
+    """The catalog DuckDB names a file's database after: its name without leading dots, up
+    to the first dot (`repo-analytics.duckdb`: `repo-analytics`)."""
+    return Path(path).name.lstrip(".").split(".")[0]
+
+
+def check_catalog(key: str, path: str | Path, dataset: str) -> None:
+    """A DuckDB file whose catalog is the dataset's name is refused (`key` names the
+    setting): DuckDB 2 cannot tell `<dataset>.<table>` from a table of that catalog, and the
+    first load (and every reader's query) fails with `Ambiguous reference to catalog or
+    schema`."""
+    if catalog_of(path).casefold() == dataset.casefold():
+        raise ConfigError(
+            key,
+            path,
+            f"a file whose name, up to its first dot, is not the dataset's (`{dataset}`): "
+            "DuckDB names the file's catalog after it and cannot tell the two apart; rename "
+            "the file (e.g. repo-analytics.duckdb) or pass --dataset OTHER",
+        )
+
+
+def publish_target(value: Any, db_file: str | Path, dataset: str | None = None) -> Path | None:
     """`publish_duckdb_to` checked: None when unset; else a file path (not a folder, not the
-    loaded file) in a folder that exists or can be made, and can be written."""
+    loaded file, not named as the dataset: see `check_catalog`) in a folder that exists or
+    can be made, and can be written."""
     if value is None or str(value).strip() in ("", "none"):
         return None
     target = Path(str(value)).expanduser().absolute()
@@ -176,6 +198,8 @@ def publish_target(value: Any, db_file: str | Path) -> Path | None:
             "the path of a file (not a folder, not the --duckdb file) in a writable folder, "
             "made when missing",
         )
+    if dataset is not None:
+        check_catalog(PUBLISH_KEY, value, dataset)
     return target
 
 

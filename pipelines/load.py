@@ -21,6 +21,7 @@ from pipelines.duckdb_file import (
     PENDING_KEPT,
     VIEWS_LATER,
     WAIT_KEY,
+    check_catalog,
     lock_wait,
     waiting,
     without_file_keys,
@@ -68,6 +69,9 @@ def make_pipeline(
     the installed package). dlt writes the first schema it makes into `import/`: that
     installation's pinned schema."""
     check_dataset_name(dataset_name)
+    database = named_duckdb_file(destination, pipeline_name)
+    if database is not None:
+        check_catalog("destination", database, dataset_name)
     schemas_dir = schemas_dir if schemas_dir is not None else Path.cwd() / SCHEMAS_FOLDER
     return dlt.pipeline(
         pipeline_name=pipeline_name,
@@ -77,6 +81,23 @@ def make_pipeline(
         import_schema_path=str(schemas_dir / "import"),
         export_schema_path=str(schemas_dir / "export"),
     )
+
+
+def named_duckdb_file(destination: Any, pipeline_name: str) -> str | None:
+    """The DuckDB file `destination` loads into, where the code names it or dlt's default
+    applies (`<pipeline_name>.duckdb`); None for another destination or a file configured
+    in `.dlt/` or the environment."""
+    name = destination if isinstance(destination, str) else None
+    name = name or getattr(destination, "destination_name", None) or "duckdb"
+    if name != "duckdb":
+        return None
+    params = getattr(destination, "config_params", None) or {}
+    credentials = params.get("credentials")
+    if credentials is None:
+        configured: Any = dlt.config.get("destination.duckdb.credentials")
+        return f"{pipeline_name}.duckdb" if configured is None else None
+    database = getattr(credentials, "database", credentials)
+    return database if isinstance(database, str) else None
 
 
 def pipeline_line(pipeline: dlt.Pipeline) -> str:
