@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from .context import ReadContext, Scope, emit, nullability, table_hints
 from .errors import SkippableApiError
-from .tables import DetailSpec, Endpoint, arrow_type_of, to_arrow
+from .mapping import arrow_type_of, to_arrow
+from .tables import DetailSpec, Endpoint
 
 FETCHED_STATE_KEY = "details_fetched"
 PENDING_STATE_KEY = "details_pending"

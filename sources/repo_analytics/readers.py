@@ -29,9 +29,10 @@ from .context import (
 from .dates import period_floor, period_next, periods, wire
 from .details import read_details
 from .errors import FatalApiError, SkippableApiError
+from .mapping import child_rows, series_to_arrow, to_arrow
 from .paging import pages
 from .settings import KEPT_PAGES_MOST
-from .tables import REMOVED, ChildTable, Endpoint, child_rows, series_to_arrow, to_arrow
+from .tables import REMOVED, ChildTable, Endpoint
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",

@@ -14,8 +14,9 @@ import pyarrow as pa
 from .context import ReadContext, Scope
 from .dates import wire
 from .fanin import fan_in
+from .mapping import to_arrow
 from .readers import directory_items, endpoint_pages, list_page_size
-from .tables import Endpoint, to_arrow
+from .tables import Endpoint
 
 
 def top_scope(ctx: ReadContext) -> Scope:

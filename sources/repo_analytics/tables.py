@@ -1,19 +1,16 @@
-"""The shape of an edition's endpoint table, and the one mapper from items to Arrow tables.
+"""The shape of an edition's endpoint table (the mapper from items to Arrow: `mapping.py`).
 
 An edition module fills these records with data; nothing here knows about an edition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, Final, Literal
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .dates import naive_local, utc_from_epoch_ms, utc_from_iso
 from .paging import Paging
 
 Context = Mapping[str, Any]
@@ -244,122 +241,4 @@ class EditionSpec:
     demo_credentials: tuple[str, ...] = ("token",)
 
 
-def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:
-    return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
-
-
-def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
-    """Items (decoded JSON objects) as an Arrow table with the declared column types: each
-    column as `Column.read` reads each item, built a column at a time."""
-    arrays = [column_array(c, items, context) for c in columns]
-    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
-
-
-def series_to_arrow(
-    items: Sequence[Any], columns: Sequence[Column], contexts: Sequence[Context]
-) -> pa.Table:
-    """Items each with a context of its own (a statistics series: each answer its period) as
-    one table, built a column at a time: equal to each item's `to_arrow` concatenated."""
-    if len(items) != len(contexts):
-        raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
-    arrays = [
-        pa.array([c.read({}, context) for context in contexts], type=c.type)
-        if c.from_context
-        else column_array(c, items, {})
-        for c in columns
-    ]
-    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
-
-
-def column_array(c: Column, items: Sequence[Any], context: Context) -> pa.Array:
-    """`[c.read(item, context) for item in items]` as an array of `c.type`: the values
-    found with one pass over the items, then converted by Arrow where it reads them as
-    `c.convert` does (ISO timestamps with a zone, epoch milliseconds, zone-less local
-    times), else value by value (Arrow refuses what it would read differently)."""
-    if c.from_context:
-        return pa.array([c.read({}, context)] * len(items), type=c.type)
-    values = values_at(items, c.path)
-    if c.convert is None:
-        return pa.array(values, type=c.type)
-    vectorised = VECTORISED.get(c.convert)
-    if vectorised is not None:
-        try:
-            return vectorised(values, c.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            pass
-    return pa.array([None if v is None else c.convert(v) for v in values], type=c.type)
-
-
-def values_at(items: Sequence[Any], path: tuple[str, ...]) -> list[Any]:
-    """The value at `path` of each item (None where a step is missing or not an object)."""
-    if not path:
-        return list(items)
-    first, rest = path[0], path[1:]
-    values = [item.get(first) if isinstance(item, dict) else None for item in items]
-    for key in rest:
-        values = [v.get(key) if isinstance(v, dict) else None for v in values]
-    return values
-
-
-def iso_utc_array(values: list[Any], kind: pa.DataType) -> pa.Array:
-    return pc.cast(pa.array(values, type=pa.string()), kind)
-
-
-def epoch_ms_array(values: list[Any], kind: pa.DataType) -> pa.Array:
-    return pc.cast(pa.array(values, type=pa.int64()).cast(pa.timestamp("ms", tz="UTC")), kind)
-
-
-def local_array(values: list[Any], kind: pa.DataType) -> pa.Array:
-    """Zone-less text as zone-less timestamps (Arrow refuses text with a zone: kept as
-    `naive_local` reads it, value by value)."""
-    return pc.cast(pa.array(values, type=pa.string()), kind)
-
-
-VECTORISED: Final[dict[Callable[[Any], Any], Callable[[list[Any], pa.DataType], pa.Array]]] = {
-    utc_from_iso: iso_utc_array,
-    utc_from_epoch_ms: epoch_ms_array,
-    naive_local: local_array,
-}
-
-
 REMOVED: Final = "removed"  # child tables: true on a marker row that empties a parent's list
-
-
-def child_rows(
-    items: Sequence[Any], parent: pa.Table, child: ChildTable, context: Context
-) -> pa.Table:
-    """Rows of a child table: the parent's key columns, a position, the child's columns.
-
-    A parent whose list is empty gets one marker row (position -1, `removed` true): with
-    dlt's hard-delete hint on `removed`, it deletes the children that parent had before and
-    is itself never stored, so an emptied list replaces the old one too.
-    """
-    owners: list[int] = []  # the parent row of each child row
-    positions: list[int] = []
-    elements: list[Any] = []
-    removed: list[bool] = []
-    for index, item in enumerate(items):
-        value: Any = item
-        for key in child.list_path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value:
-            owners.extend(repeat(index, len(value)))
-            positions.extend(range(len(value)))
-            elements.extend(e or {} for e in value)
-            removed.extend(e is None for e in value)
-        else:
-            owners.append(index)
-            positions.append(-1)
-            elements.append({})
-            removed.append(True)
-    taken = pa.array(owners, type=pa.int32())
-    fields = [parent.schema.field(name) for name in child.parent_columns]
-    arrays = [parent.column(name).take(taken).combine_chunks() for name in child.parent_columns]
-    fields.append(pa.field(child.position, pa.int32(), nullable=False))
-    arrays.append(pa.array(positions, type=pa.int32()))
-    for c in child.columns:
-        fields.append(pa.field(c.name, c.type, nullable=c.nullable))
-        arrays.append(column_array(c, elements, context))
-    fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))
-    arrays.append(pa.array(removed, type=pa.bool_()))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

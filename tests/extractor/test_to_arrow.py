@@ -14,14 +14,8 @@ import pyarrow as pa
 import pytest
 
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.tables import (
-    REMOVED,
-    ChildTable,
-    Column,
-    Endpoint,
-    child_rows,
-    to_arrow,
-)
+from sources.repo_analytics.mapping import child_rows, to_arrow
+from sources.repo_analytics.tables import REMOVED, ChildTable, Column, Endpoint
 
 CONTEXT = {"level": "repository", "scope": "CORE/api", "project_key": "CORE", "slug": "api"}
 

@@ -28,9 +28,9 @@ from sources.repo_analytics.config import RetryConfiguration, retry_keys
 from sources.repo_analytics.context import key_texts, row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
+from sources.repo_analytics.mapping import child_rows, series_to_arrow, to_arrow
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.server import PAGING as SERVER_PAGING
-from sources.repo_analytics.tables import child_rows, series_to_arrow, to_arrow
 from sources.repo_analytics.transport import retry_after_seconds, sanitise
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

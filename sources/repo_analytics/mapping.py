@@ -1,0 +1,274 @@
+"""The one mapper from items (decoded JSON objects) to Arrow tables, and of their lists to
+child tables.
+
+A page is read into Arrow in one conversion: its items as one struct array of the paths the
+columns read (`raw_type`), each column then taken out of it and converted by Arrow kernels
+(timestamps, list lengths). What Arrow cannot read that way (a value of another type than
+the path's, a converter without an Arrow form) is read as `Column.read` reads it, a column at
+a time. Either way the result is what `Column.read`, item by item, gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from itertools import repeat
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .dates import naive_local, utc_from_epoch_ms, utc_from_iso
+from .tables import REMOVED, ChildTable, Column, Context, count_of, is_merge
+
+# What Arrow cannot convert from a page's items (a value of another type than its path's)
+CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
+LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
+
+
+def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
+
+
+def iso_utc_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    return pc.cast(values, kind)
+
+
+def epoch_ms_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    return pc.cast(values.cast(pa.timestamp("ms", tz="UTC")), kind)
+
+
+def local_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Zone-less text as zone-less timestamps (Arrow refuses text with a zone: kept as
+    `naive_local` reads it, value by value)."""
+    return pc.cast(values, kind)
+
+
+def count_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    return pc.list_value_length(values).cast(kind)
+
+
+def merge_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    return pc.greater(pc.list_value_length(values), 1).cast(kind)
+
+
+# converter -> (the type Arrow reads the JSON value as, the Arrow form of the converter); a
+# timestamp Arrow reads otherwise than the converter is refused, then read value by value
+VECTORISED: Final[
+    dict[Callable[[Any], Any], tuple[pa.DataType, Callable[[pa.Array, pa.DataType], pa.Array]]]
+] = {
+    utc_from_iso: (pa.string(), iso_utc_array),
+    utc_from_epoch_ms: (pa.int64(), epoch_ms_array),
+    naive_local: (pa.string(), local_array),
+    count_of: (LIST_OF_ANY, count_array),
+    is_merge: (LIST_OF_ANY, merge_array),
+}
+
+
+def read_as(c: Column) -> pa.DataType | None:
+    """The type Arrow reads the column's JSON value as, None where it cannot (a converter
+    without an Arrow form, a context value)."""
+    if c.from_context or not c.path:
+        return None
+    if c.convert is None:
+        return c.type
+    found = VECTORISED.get(c.convert)
+    return None if found is None else found[0]
+
+
+@lru_cache(maxsize=256)
+def raw_type(columns: tuple[Column, ...]) -> pa.StructType | None:
+    """The struct type a page's items are read into at once: each column's path with the type
+    Arrow reads its value as; None where two columns read one path differently (none does)."""
+    tree: dict[str, Any] = {}
+    for c in columns:
+        kind = read_as(c)
+        if kind is None:
+            continue
+        node = tree
+        for key in c.path[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                return None
+        leaf = c.path[-1]
+        if node.get(leaf, kind) != kind:
+            return None
+        node[leaf] = kind
+    return struct_of(tree)
+
+
+def struct_of(tree: dict[str, Any]) -> pa.StructType:
+    return pa.struct(
+        [(name, struct_of(v) if isinstance(v, dict) else v) for name, v in tree.items()]
+    )
+
+
+def read_raw(items: Sequence[Any], columns: tuple[Column, ...]) -> pa.StructArray | None:
+    """The items as one struct array of `raw_type`, or None where Arrow cannot read them so."""
+    kind = raw_type(columns)
+    if kind is None or not kind.num_fields:
+        return None
+    try:
+        return pa.array(items, type=kind)
+    except CONVERSION_ERRORS:
+        return None
+
+
+def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
+    """Items as an Arrow table with the declared column types: each column as
+    `Column.read` reads each item."""
+    raw = read_raw(items, tuple(columns))
+    arrays = [column_array(c, items, context, raw) for c in columns]
+    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
+
+
+def series_to_arrow(
+    items: Sequence[Any], columns: Sequence[Column], contexts: Sequence[Context]
+) -> pa.Table:
+    """Items each with a context of its own (a statistics series: each answer its period) as
+    one table, built a column at a time: equal to each item's `to_arrow` concatenated."""
+    if len(items) != len(contexts):
+        raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
+    raw = read_raw(items, tuple(columns))
+    arrays = [
+        pa.array([c.read({}, context) for context in contexts], type=c.type)
+        if c.from_context
+        else column_array(c, items, {}, raw)
+        for c in columns
+    ]
+    return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
+
+
+def column_array(
+    c: Column, items: Sequence[Any], context: Context, raw: pa.StructArray | None = None
+) -> pa.Array:
+    """`[c.read(item, context) for item in items]` as an array of `c.type`: taken from the
+    page's struct array `raw` where it holds the column, else read with one pass over the
+    items; then converted by Arrow where it reads values as `c.convert` does (ISO timestamps
+    with a zone, epoch milliseconds, zone-less local times, list lengths), else value by
+    value (Arrow refuses what it would read differently)."""
+    if c.from_context:
+        return pa.array([c.read({}, context)] * len(items), type=c.type)
+    values: pa.Array | list[Any]
+    if raw is not None and read_as(c) is not None:
+        values = pc.struct_field(raw, list(c.path))
+    else:
+        values = values_at(items, c.path)
+    if c.convert is None:
+        return values if isinstance(values, pa.Array) else pa.array(values, type=c.type)
+    vectorised = VECTORISED.get(c.convert)
+    if vectorised is not None:
+        try:
+            if not isinstance(values, pa.Array):
+                values = pa.array(values, vectorised[0])
+            return vectorised[1](values, c.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+    plain = values.to_pylist() if isinstance(values, pa.Array) else values
+    return pa.array([None if v is None else c.convert(v) for v in plain], type=c.type)
+
+
+def values_at(items: Sequence[Any], path: tuple[str, ...]) -> list[Any]:
+    """The value at `path` of each item (None where a step is missing or not an object)."""
+    if not path:
+        return list(items)
+    first, rest = path[0], path[1:]
+    values = [item.get(first) if isinstance(item, dict) else None for item in items]
+    for key in rest:
+        values = [v.get(key) if isinstance(v, dict) else None for v in values]
+    return values
+
+
+def child_rows(
+    items: Sequence[Any], parent: pa.Table, child: ChildTable, context: Context
+) -> pa.Table:
+    """Rows of a child table: the parent's key columns, a position, the child's columns.
+
+    A parent whose list is empty gets one marker row (position -1, `removed` true): with
+    dlt's hard-delete hint on `removed`, it deletes the children that parent had before and
+    is itself never stored, so an emptied list replaces the old one too. Each list entry that
+    is null is a row with `removed` true and no values.
+    """
+    lists = values_at(items, child.list_path)
+    element = raw_type(child.columns)
+    entries = None
+    if element is not None and all(read_as(c) or c.from_context for c in child.columns):
+        try:
+            entries = pa.array(lists, type=pa.list_(element))
+        except CONVERSION_ERRORS:
+            entries = None
+    if entries is None:
+        return child_rows_by_entry(lists, parent, child, context)
+    lengths = pc.list_value_length(entries).fill_null(0)
+    counts = pc.max_element_wise(lengths, 1)  # an empty list: its one marker row
+    ends = pc.cumulative_sum(counts)
+    rows = ends[-1].as_py() if len(ends) else 0
+    # each row's parent: a list array of `counts` long lists gives them as parent indices
+    spans = pa.ListArray.from_arrays(
+        pa.concat_arrays([pa.array([0], pa.int64()), ends.cast(pa.int64())]), pa.nulls(rows)
+    )
+    owners = pc.list_parent_indices(spans)
+    empty = pc.take(pc.equal(lengths, 0), owners)
+    firsts = pc.take(pc.subtract(ends, counts), owners)
+    positions = pc.if_else(empty, -1, pc.subtract(pa.array(range(rows), pa.int64()), firsts))
+    starts = pc.take(entries.offsets[:-1], owners)
+    at = pc.if_else(empty, pa.scalar(None, pa.int64()), pc.add(starts.cast(pa.int64()), positions))
+    taken = entries.values.take(at)
+    removed = pc.or_(empty, pc.is_null(taken))
+    return child_table(parent, child, context, owners, positions, taken, removed)
+
+
+def child_rows_by_entry(
+    lists: list[Any], parent: pa.Table, child: ChildTable, context: Context
+) -> pa.Table:
+    """`child_rows` an entry at a time: lists Arrow cannot read in one conversion."""
+    owners: list[int] = []  # the parent row of each child row
+    positions: list[int] = []
+    elements: list[Any] = []
+    removed: list[bool] = []
+    for index, value in enumerate(lists):
+        if value:
+            owners.extend(repeat(index, len(value)))
+            positions.extend(range(len(value)))
+            elements.extend(e or {} for e in value)
+            removed.extend(e is None for e in value)
+        else:
+            owners.append(index)
+            positions.append(-1)
+            elements.append({})
+            removed.append(True)
+    return child_table(
+        parent,
+        child,
+        context,
+        pa.array(owners, type=pa.int64()),
+        pa.array(positions, type=pa.int64()),
+        elements,
+        pa.array(removed, type=pa.bool_()),
+    )
+
+
+def child_table(
+    parent: pa.Table,
+    child: ChildTable,
+    context: Context,
+    owners: pa.Array,
+    positions: pa.Array,
+    elements: pa.StructArray | list[Any],
+    removed: pa.Array,
+) -> pa.Table:
+    """The child rows' table: each row's parent columns (`owners`: the parent row), its
+    position, its entry's columns (from `elements`, Arrow's or Python's) and `removed`."""
+    fields = [parent.schema.field(name) for name in child.parent_columns]
+    arrays = [parent.column(name).take(owners).combine_chunks() for name in child.parent_columns]
+    fields.append(pa.field(child.position, pa.int32(), nullable=False))
+    arrays.append(positions.cast(pa.int32()))
+    for c in child.columns:
+        fields.append(pa.field(c.name, c.type, nullable=c.nullable))
+        if isinstance(elements, pa.StructArray):
+            arrays.append(column_array(c, [None] * len(elements), context, elements))
+        else:
+            arrays.append(column_array(c, elements, context))
+    fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))
+    arrays.append(removed)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
