@@ -105,43 +105,67 @@ def table_hints(
 
 
 def emit(
-    ctx: ReadContext, table: pa.Table, hints: Any, scope: Scope | None = None
+    ctx: ReadContext,
+    table: pa.Table,
+    hints: Any,
+    scope: Scope | None = None,
+    compact: bool = False,
 ) -> Iterator[Batch]:
     """`table` with its hints, less the rows that must not reach the destination twice.
 
     Each natural key is yielded once per run: several levels read the same commit (one set
-    of child rows, not one per level), a statistics period can be read by its resource and by
-    the refresh, and an item can shift across pages while a list is read. A load whose rows
-    repeat a key fails on Delta tables (`MERGE matched a target row with multiple source
-    rows`) and depends on dlt's de-duplication elsewhere. The first copy is kept: a later
-    change is the next run's (its look-back reads it again).
-
-    Where the destination upserts (Delta tables), hard-delete marker rows are dropped: a Delta
-    table stores them on its first load, and an emptied list is pruned after the load instead
-    (`pipelines/lake.py`).
+    of child rows, not one per level: see `readers.with_children`), a statistics period can
+    be read by its resource and by the refresh, and an item can shift across pages while a
+    list is read. A load whose rows repeat a key fails on Delta tables (`MERGE matched a
+    target row with multiple source rows`) and depends on dlt's de-duplication elsewhere. The
+    first copy is kept: a later change is the next run's (its look-back reads it again).
 
     With `scope`, the table's keys name the scope and only one read of it yields them (a
     list of a level's own table, a CSV export): its keys are held apart and forgotten when
     that read ends (`forget`), not kept to the end of the run: a year's backfill window held
     every level's list keys to its end (medium self-hosted: 194k of its 288k keys).
+    `compact`: the keys are held as digests (`compact_keys`), for reads of millions of rows.
     """
-    name = hints["table_name"]
-    seen_at = name if scope is None else scoped(name, scope)
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
-    table = with_source(table, ctx.plan.source)
     # the run reads one source: its keys are told apart without it
-    keys = row_keys(table, [c for c in hints["primary_key"] if c != SOURCE])
+    names = [c for c in hints["primary_key"] if c != SOURCE]
+    keys = (compact_keys if compact else row_keys)(table, names)
+    keep = fresh_keys(ctx, seen_at(hints["table_name"], scope), keys)
+    yield from hand_over(ctx, table if keep is None else table.filter(keep), hints)
+
+
+def hand_over(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
+    """`table` led by the source column, with its hints, unless empty. Where the destination
+    upserts (Delta tables), hard-delete marker rows are dropped: a Delta table stores them on
+    its first load, and an emptied list is pruned after the load instead (`pipelines/lake.py`)."""
+    if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
+        table = table.filter(pc.invert(table.column(REMOVED)))
+    if table.num_rows:
+        yield Batch(with_source(table, ctx.plan.source), hints)
+
+
+def fresh_keys(ctx: ReadContext, held_at: str, keys: list[bytes]) -> pa.Array | None:
+    """Which of `keys` the run has not held at `held_at` yet (each is held from now on): a
+    mask, or None when all are new."""
     with ctx.lock:
-        seen = ctx.emitted.setdefault(seen_at, set())
+        seen = ctx.emitted.setdefault(held_at, set())
+        if seen.isdisjoint(keys):
+            before = len(seen)
+            seen.update(keys)
+            if len(seen) - before == len(keys):
+                return None
+            seen = set()  # a key repeats within `keys`: its first copy is kept
         keep = []
         for key in keys:
             keep.append(key not in seen)
             seen.add(key)
-    if not all(keep):
-        table = table.filter(pa.array(keep, type=pa.bool_()))
-    if table.num_rows:
-        yield Batch(table, hints)
+    return pa.array(keep, type=pa.bool_())
+
+
+def seen_at(table: str, scope: Scope | None) -> str:
+    """Where the keys of `table` are held: the run's, or one read's of `scope` (`emit`)."""
+    return table if scope is None else scoped(table, scope)
 
 
 def scoped(table: str, scope: Scope) -> str:
@@ -179,14 +203,25 @@ def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
 
 
 def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
+    """Each row's key over the columns `names`: its one string (`key_texts`), as bytes.
+
+    What a list read holds: a page's keys against its scope's (the level's own table, held
+    for one read of the scope) and its parents' against the run's (child tables: one key
+    per parent, see `readers.with_children`). Digests (`compact_keys`) took ~60 % of the
+    keys' cost for ~45 bytes less a key; sets of millions of keys take them.
+    """
+    texts: list[bytes] = key_texts(table, names).cast(pa.binary()).to_pylist()
+    return texts
+
+
+def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     """Each row's key over the columns `names`: a 16-byte BLAKE2 digest of its one string.
 
-    The run's sets of emitted keys hold one digest per row, not the key's text (a year's CSV
-    exports of the large self-hosted host put a million keys in one set: 81-character
-    texts take 173 bytes a key with the set's own, digests 91) nor a tuple of values (twice
-    the text). Two different keys share a 128-bit digest with a chance of about n^2 / 2^129:
-    1e-27 for a million keys. Digesting costs ~0.33 us a key (~0.7 s of CPU for the ~2M rows
-    of a medium self-hosted year with default settings).
+    For the sets of a read of millions of rows (a year's CSV export of the large self-hosted
+    host put a million keys in one set: 81-character texts take 173 bytes a key with the
+    set's own, digests 91; a tuple of values twice the text). Two different keys share a
+    128-bit digest with a chance of about n^2 / 2^129: 1e-27 for a million keys. Digesting
+    costs ~0.33 us a key.
     """
     texts = key_texts(table, names).cast(pa.binary())
     return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in texts.to_pylist()]

@@ -283,7 +283,7 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
         with ctx.client.get_body(scope.path(endpoint.path), params, label) as body:
             for table in csv_tables(body, context):
                 ctx.report.count_rows(label, table.num_rows)
-                yield from emit(ctx, table, export_hints(ctx, endpoint, table), scope)
+                yield from emit(ctx, table, export_hints(ctx, endpoint, table), scope, compact=True)
     forget(ctx, endpoint.table, scope)  # a scope's export is read once a run
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from dlt.common import logger
 
 from .client import Answer
@@ -21,9 +22,12 @@ from .context import (
     Scope,
     emit,
     forget,
+    fresh_keys,
+    hand_over,
     label_of,
     nullability,
     row_keys,
+    seen_at,
     table_hints,
 )
 from .dates import period_floor, period_next, periods, wire
@@ -32,7 +36,7 @@ from .errors import FatalApiError, SkippableApiError
 from .mapping import child_rows, series_to_arrow, to_arrow
 from .paging import pages
 from .settings import KEPT_PAGES_MOST
-from .tables import REMOVED, ChildTable, Endpoint
+from .tables import REMOVED, Endpoint
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",
@@ -92,55 +96,45 @@ def get_first_working(
 def with_children(
     ctx: ReadContext, endpoint: Endpoint, items: list[Any], scope: Scope
 ) -> Iterator[Any]:
-    """The items as the endpoint's table, then each child table, each with its own hints."""
+    """The items as the endpoint's table, then each child table, each with its own hints.
+
+    The table's keys are held for this read of the scope only (its key names the scope: see
+    `emit`). A child table is shared by the levels of a run (a commit read at the top level,
+    its project, its repository and its author has one set of parents): its rows are yielded
+    as a whole per parent, for the parents whose rows the run has not yielded yet, so the run
+    holds one key per parent for it (its `parent_key`), not one per child row.
+    """
     table = to_arrow(items, endpoint.columns, scope.context)
-    # a list's rows come from its scope alone (its key names it), so the keys it yielded
-    # are held for this read of the scope only; the child tables are shared by the levels
-    yield from tagged(ctx, endpoint, table, scope)
+    keys = row_keys(table, list(endpoint.primary_key))
+    keep = fresh_keys(ctx, seen_at(endpoint.table, scope), keys)
+    if keep is not None:  # an item that shifted across pages: read before in this scope
+        kept = [i for i, fresh in enumerate(keep.to_pylist()) if fresh]
+        table, items, keys = table.filter(keep), [items[i] for i in kept], [keys[i] for i in kept]
+    hints = table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema))
+    yield from hand_over(ctx, table, hints)
     for child in endpoint.children:
         owners, owner_items = table, items
-        fresh = unyielded_parents(ctx, child, table)
+        parent_keys = (
+            keys
+            if child.parent_key == endpoint.primary_key
+            else row_keys(table, list(child.parent_key))
+        )
+        fresh = fresh_keys(ctx, child.table, parent_keys)
         if fresh is not None:
-            if not fresh:
+            if not pc.any(fresh).as_py():
                 continue
-            owners, owner_items = table.take(fresh), [items[i] for i in fresh]
+            chosen = [i for i, new in enumerate(fresh.to_pylist()) if new]
+            owners, owner_items = table.filter(fresh), [items[i] for i in chosen]
         rows = child_rows(owner_items, owners, child, scope.context)
         columns = nullability(rows.schema)
         columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
-        hints = table_hints(
-            ctx, child.table, child.primary_key, columns, merge_key=child.parent_key
+        yield from hand_over(
+            ctx,
+            rows,
+            table_hints(ctx, child.table, child.primary_key, columns, merge_key=child.parent_key),
         )
-        yield from emit(ctx, rows, hints)
     if endpoint.details is not None and ctx.plan.with_files:
         yield from read_details(ctx, endpoint.details, table, scope)
-
-
-def unyielded_parents(ctx: ReadContext, child: ChildTable, parents: pa.Table) -> list[int] | None:
-    """The rows of `parents` whose child rows the run has not yielded yet, or None for all.
-
-    The levels of a run share the child tables (a commit's parents, a pull request's
-    people): a commit read at the top level, its project, its repository and its author has
-    one set of child rows, the first level's; `emit` would drop the others' after they were
-    built. A parent's rows were yielded when its first (position 0) or marker (-1) row was."""
-    if len(ctx.plan.levels) < 2:
-        return None
-    with ctx.lock:
-        seen = ctx.emitted.get(child.table)
-    if not seen:
-        return None
-    owners = parents.select(list(child.parent_key))
-    columns = [*child.parent_key, child.position]
-    first, marker = (
-        row_keys(owners.append_column(child.position, pa.repeat(at, owners.num_rows)), columns)
-        for at in (pa.scalar(0), pa.scalar(-1))
-    )
-    with ctx.lock:
-        fresh = [
-            row
-            for row, (key, removed) in enumerate(zip(first, marker, strict=True))
-            if key not in seen and removed not in seen
-        ]
-    return None if len(fresh) == parents.num_rows else fresh
 
 
 def tagged(

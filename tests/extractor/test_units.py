@@ -25,7 +25,7 @@ from sources.repo_analytics.cloud import (
 )
 from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
-from sources.repo_analytics.context import key_texts, row_keys
+from sources.repo_analytics.context import compact_keys, key_texts, row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
 from sources.repo_analytics.mapping import child_rows, series_to_arrow, to_arrow
@@ -796,9 +796,10 @@ def test_series_to_arrow_equals_each_row_alone() -> None:
 
 
 def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
-    """One string per row, and one digest of it: a NUL inside a value, a missing value, an
-    empty one and the null marker's own text never make two different rows one key; equal
-    values make one key whatever the column's integer width."""
+    """One string per row (its bytes the key a list read holds), and one digest of it (what a
+    CSV export's read holds): a NUL inside a value, a missing value, an empty one and the null
+    marker's own text never make two different rows one key; equal values make one key
+    whatever the column's integer width."""
     table = pa.table(
         {
             "a": ["x\x00", "x", None, "", "\x00\x02", "1", "x\x00"],
@@ -808,10 +809,14 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
     )
     texts = key_texts(table, ["a", "b", "n"]).to_pylist()
     keys = row_keys(table, ["a", "b", "n"])
+    digests = compact_keys(table, ["a", "b", "n"])
     assert len(set(texts)) == len(texts) == 7
-    assert len(set(keys)) == len(keys) == 7 and {len(k) for k in keys} == {16}
+    assert keys == [text.encode() for text in texts]
+    assert len(set(digests)) == len(digests) == 7 and {len(k) for k in digests} == {16}
     narrow = pa.table({"a": ["x\x00"], "b": ["y"], "n": pa.array([1], pa.int32())})
     assert key_texts(narrow, ["a", "b", "n"]).to_pylist() == texts[:1]
     assert row_keys(narrow, ["a", "b", "n"]) == keys[:1]
+    assert compact_keys(narrow, ["a", "b", "n"]) == digests[:1]
     assert key_texts(table, ["b"]).to_pylist().count("z") == 4  # a value without NUL is itself
     assert len(set(row_keys(table, ["b"]))) == 3  # y, \x00y, z
+    assert len(set(compact_keys(table, ["b"]))) == 3
