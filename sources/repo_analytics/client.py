@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import orjson
 import requests
 from dlt.common import logger
+from requests.utils import requote_uri
 from tenacity import RetryCallState, Retrying, retry_if_exception
 from urllib3.exceptions import (
     ConnectTimeoutError,
@@ -58,10 +59,15 @@ SPOOL_BYTES = 2 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Answer:
-    """A decoded JSON answer and the URL it came from (sanitised)."""
+    """A decoded JSON answer and the URL it came from."""
 
     body: Any
-    url: str
+    raw_url: str
+
+    @property
+    def url(self) -> str:
+        """The URL it came from, sanitised."""
+        return sanitise(self.raw_url)
 
 
 class ApiClient:
@@ -95,7 +101,7 @@ class ApiClient:
         gate: HostGate | None = None,
         ca_bundle: str | None = None,
     ) -> None:
-        self.api_base = api_base.rstrip("/")
+        self.api_base = requote_uri(api_base.rstrip("/"))
         self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
         # a streamed body keeps its connection past the gate: room for as many again
         self._transport = Transport(
@@ -114,7 +120,11 @@ class ApiClient:
         self._waited = 0.0
 
     def url(self, path: str) -> str:
-        return path if path.startswith(("http://", "https://")) else self.api_base + path
+        """The URL of `path` below the API base (its values quoted by `Scope.path`), or of an
+        absolute URL (a next link: quoted as requests quotes it)."""
+        if path.startswith(("http://", "https://")):
+            return requote_uri(path)
+        return self.api_base + path
 
     # requests --------------------------------------------------------------------------------
     def get_json(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
@@ -263,21 +273,20 @@ class ApiClient:
         kind = content_kind(response)
         if kind not in JSON_TYPES:
             raise self._not_expected(response, kind, "JSON")
-        return Answer(self._json_body(response), sanitise(response.url))
+        return Answer(self._json_body(response), response.url)
 
     def _json_body(self, response: Reply) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
-        url = sanitise(response.url)
         try:
             content = response.content
         except BrokenBody:
-            raise RetryableError(f"truncated body from {url}") from None
+            raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
         try:
             body = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise RetryableError(f"undecodable JSON body from {url}") from None
+            raise RetryableError(f"undecodable JSON body from {sanitise(response.url)}") from None
         if self._envelope.matches(body):
-            self._raise_for_error_body(response.status_code, url, body)
+            self._raise_for_error_body(response.status_code, sanitise(response.url), body)
         return body
 
     @staticmethod

@@ -130,15 +130,7 @@ class Transport:
         limits = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         history: list[str] = []
         while True:
-            raw = self._pools(target).urlopen(
-                "GET",
-                target,
-                headers=sent,
-                redirect=False,
-                retries=False,
-                timeout=limits,
-                preload_content=False,
-            )
+            raw = self._open(target, sent, limits)
             location = raw.headers.get("Location") if raw.status in REDIRECT_STATUSES else None
             if not location:
                 return Reply(raw, target, tuple(history))
@@ -160,16 +152,35 @@ class Transport:
             history.append(target)
             target = following
 
-    def _pools(self, url: str) -> urllib3.PoolManager:
-        return self._proxied.get(urlsplit(url).scheme, self._direct)
+    def _open(
+        self, target: str, headers: Mapping[str, str], limits: urllib3.Timeout
+    ) -> urllib3.BaseHTTPResponse:
+        """One GET of `target`, not followed, its body unread. A direct request goes to its
+        host's pool with the request target alone: the pool manager would parse and encode
+        the whole URL again (a Python loop over every byte of a query with a `%` in it)."""
+        parts = urlsplit(target)
+        options: dict[str, Any] = {
+            "headers": headers,
+            "redirect": False,
+            "retries": False,
+            "timeout": limits,
+            "preload_content": False,
+        }
+        manager = self._proxied.get(parts.scheme)
+        if manager is not None or "[" in parts.netloc:  # a proxy, an IPv6 literal: its way
+            return (manager or self._direct).urlopen("GET", target, **options)
+        pool = self._direct.connection_from_host(parts.hostname, parts.port, parts.scheme)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return pool.urlopen("GET", path, assert_same_host=False, **options)
 
 
 def with_query(url: str, params: Mapping[str, Any] | None) -> str:
-    """`url` with `params` added to its query as requests adds them (None values left out)."""
+    """`url` with `params` added to its query as requests adds them (None values left out).
+    `url` is quoted already (`ApiClient.url`), the parameters are quoted here."""
     pairs = [(k, v) for k, v in (params or {}).items() if v is not None]
     if not pairs:
-        return requote_uri(url)
-    return requote_uri(url + ("&" if urlsplit(url).query else "?") + urlencode(pairs, doseq=True))
+        return url
+    return url + ("&" if urlsplit(url).query else "?") + urlencode(pairs, doseq=True)
 
 
 def strips_auth(old: str, new: str) -> bool:
