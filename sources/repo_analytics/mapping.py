@@ -114,10 +114,26 @@ def read_raw(items: Sequence[Any], columns: tuple[Column, ...]) -> pa.StructArra
         return None
 
 
+def fields_of(raw: pa.StructArray | None) -> dict[tuple[str, ...], pa.Array] | None:
+    """Each leaf of a struct array by its path, its parents' nulls applied (`flatten`)."""
+    if raw is None:
+        return None
+    found: dict[tuple[str, ...], pa.Array] = {}
+    todo: list[tuple[tuple[str, ...], pa.StructArray]] = [((), raw)]
+    while todo:
+        prefix, node = todo.pop()
+        for field, values in zip(node.type, node.flatten(), strict=True):
+            path = (*prefix, field.name)
+            if pa.types.is_struct(field.type):
+                todo.append((path, values))
+            found[path] = values
+    return found
+
+
 def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
     """Items as an Arrow table with the declared column types: each column as
     `Column.read` reads each item."""
-    raw = read_raw(items, tuple(columns))
+    raw = fields_of(read_raw(items, tuple(columns)))
     arrays = [column_array(c, items, context, raw) for c in columns]
     return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
 
@@ -129,7 +145,7 @@ def series_to_arrow(
     one table, built a column at a time: equal to each item's `to_arrow` concatenated."""
     if len(items) != len(contexts):
         raise ValueError(f"{len(items)} items with {len(contexts)} contexts")
-    raw = read_raw(items, tuple(columns))
+    raw = fields_of(read_raw(items, tuple(columns)))
     arrays = [
         pa.array([c.read({}, context) for context in contexts], type=c.type)
         if c.from_context
@@ -140,18 +156,21 @@ def series_to_arrow(
 
 
 def column_array(
-    c: Column, items: Sequence[Any], context: Context, raw: pa.StructArray | None = None
+    c: Column,
+    items: Sequence[Any],
+    context: Context,
+    raw: dict[tuple[str, ...], pa.Array] | None = None,
 ) -> pa.Array:
     """`[c.read(item, context) for item in items]` as an array of `c.type`: taken from the
-    page's struct array `raw` where it holds the column, else read with one pass over the
-    items; then converted by Arrow where it reads values as `c.convert` does (ISO timestamps
-    with a zone, epoch milliseconds, zone-less local times, list lengths), else value by
-    value (Arrow refuses what it would read differently)."""
+    page's struct array (`raw`: its leaves by path) where it holds the column, else read with
+    one pass over the items; then converted by Arrow where it reads values as `c.convert`
+    does (ISO timestamps with a zone, epoch milliseconds, zone-less local times, list
+    lengths), else value by value (Arrow refuses what it would read differently)."""
     if c.from_context:
         return pa.array([c.read({}, context)] * len(items), type=c.type)
     values: pa.Array | list[Any]
     if raw is not None and read_as(c) is not None:
-        values = pc.struct_field(raw, list(c.path))
+        values = raw[c.path]
     else:
         values = values_at(items, c.path)
     if c.convert is None:
@@ -266,7 +285,8 @@ def child_table(
     for c in child.columns:
         fields.append(pa.field(c.name, c.type, nullable=c.nullable))
         if isinstance(elements, pa.StructArray):
-            arrays.append(column_array(c, [None] * len(elements), context, elements))
+            leaves = fields_of(elements)
+            arrays.append(column_array(c, [None] * len(elements), context, leaves))
         else:
             arrays.append(column_array(c, elements, context))
     fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))

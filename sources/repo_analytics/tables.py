@@ -28,6 +28,13 @@ class Column:
     convert: Callable[[Any], Any] | None = None
     nullable: bool = True
 
+    def __post_init__(self) -> None:
+        # hashed on every page (the mapper's cache of struct types by column set): once
+        object.__setattr__(self, "_hash", hash((self.name, self.path, self.type, self.convert)))
+
+    def __hash__(self) -> int:
+        return int(self.__dict__["_hash"])
+
     @property
     def from_context(self) -> bool:
         """Read from the context (the scope, a period), the same for every item read with it."""
