@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -172,7 +172,7 @@ class HostApp:
         found: tuple[Route, dict[str, str]] | None,
         fault: Fault | None,
     ) -> Response:
-        if fault is not None and fault.kind != "insert":
+        if fault is not None and fault.kind not in ("insert", "repeat"):
             faulted = self._fault_response(fault)
             if faulted is not None:
                 return faulted
@@ -201,6 +201,13 @@ class HostApp:
             response.delay_s = fault.slow_seconds
         if fault is not None and fault.kind == "truncate":
             response.transport = "truncate"
+        if (
+            fault is not None
+            and fault.kind == "repeat"
+            and response.content_type.startswith("text/csv")
+        ):
+            body = response.body
+            response.body = repeating_first_row([body] if isinstance(body, bytes) else body)
         return response
 
     def _fault_response(self, fault: Fault) -> Response | None:
@@ -222,3 +229,19 @@ class HostApp:
         if kind == "html":
             return html_response(200, LOGIN_PAGE)
         return None  # slow and truncate answer normally, then misbehave in transport
+
+
+def repeating_first_row(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """A CSV export that sends its first data row again after its last (a faulty export:
+    one row twice)."""
+    first: bytes | None = None
+    start = b""
+    for chunk in chunks:
+        if first is None:
+            start += chunk
+            lines = start.split(b"\r\n")
+            if len(lines) > 2:
+                first = lines[1] + b"\r\n"
+        yield chunk
+    if first:
+        yield first

@@ -29,6 +29,7 @@ FAULT_KINDS = (
     "truncate",
     "html",
     "insert",
+    "repeat",
 )
 RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "count")
 

@@ -536,6 +536,7 @@ def test_good_spec_is_read_in_full() -> None:
         "truncate",
         "html",
         "insert",
+        "repeat",
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from simulator import Simulator
@@ -109,3 +111,20 @@ def test_csv_larger_than_one_chunk_is_complete(small_sim: Simulator) -> None:
     assert response.headers["Transfer-Encoding"] == "chunked"
     commits = small_sim.truth("commits")
     assert sorted(r["Commit hash"] for r in rows) == sorted(c["id"] for c in commits)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_repeat_fault_sends_the_first_row_again_after_the_last(
+    make_sim: Callable[..., Simulator], kind: str
+) -> None:
+    """`repeat`: the export is whole, then its first data row once more; JSON answers are
+    left alone, and the next export (the fault spent) is the export without it."""
+    sim = make_sim(edition="server", faults="repeat=1,count=1")
+    client = Api(sim)
+    window = {"sinceDate": iso(sim.info()["now"] - 90 * DAY_S)}
+    _, repeated = client.csv(f"/{kind}/export/csv", **window)
+    _, clean = client.csv(f"/{kind}/export/csv", **window)
+    assert len(clean) > 10
+    assert repeated == [*clean, clean[0]]
+    log = sim.requests()["log"]
+    assert [e["fault"] for e in log] == ["repeat", None]

@@ -1,0 +1,42 @@
+"""A CSV export that repeats a row (a host's faulty export) lands each row once, on every
+destination: Delta tables by the run dropping the repeat (an upsert whose rows repeat a key
+fails), DuckDB by its delete-insert merge keeping one row per key (the run holds no key of an
+export: a year's global export of the large self-hosted host put a million in one set).
+
+A real simulator whose `repeat` fault sends an export's first row again after its last; the
+rows are read back from the destination and compared with the host's truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from simulator import Simulator
+from tests.extractor.conftest import Loader
+
+
+def test_an_export_that_repeats_a_row_lands_it_once(
+    make_sim: Any, tmp_path: Any, destination: str
+) -> None:
+    sim: Simulator = make_sim(edition="server")
+    sim.set_faults({"rules": [{"kind": "repeat", "rate": 1, "match": "commits.csv.global"}]})
+    loader = Loader(sim, tmp_path, destination)
+
+    loader.load(levels="global", resources="commit_exports")
+
+    repeated = [e for e in sim.requests()["log"] if e["fault"] == "repeat"]
+    assert len(repeated) == 1
+    rows = loader.rows(
+        "SELECT project, repository, commit_hash, lines_added FROM server_commit_exports"
+    )
+    keys = Counter((project, repository, sha) for project, repository, sha, _ in rows)
+    assert keys and max(keys.values()) == 1
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    now = datetime.fromtimestamp(sim.info()["now"], UTC)
+    assert {sha for _, _, sha in keys} == {
+        c["id"]
+        for c in sim.truth("commits")
+        if start <= datetime.fromisoformat(c["authorTimestamp"].replace("Z", "+00:00")) < now
+    }
