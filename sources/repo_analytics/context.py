@@ -126,8 +126,6 @@ def emit(
     every level's list keys to its end (medium self-hosted: 194k of its 288k keys).
     `compact`: the keys are held as digests (`compact_keys`), for reads of millions of rows.
     """
-    if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
-        table = table.filter(pc.invert(table.column(REMOVED)))
     # the run reads one source: its keys are told apart without it
     names = [c for c in hints["primary_key"] if c != SOURCE]
     keys = (compact_keys if compact else row_keys)(table, names)

@@ -30,18 +30,14 @@ def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:
     return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
 
 
-def iso_utc_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+def cast_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Text as timestamps: ISO with a zone as UTC, zone-less as zone-less (Arrow refuses a
+    text it would read otherwise than the converter: then read value by value)."""
     return pc.cast(values, kind)
 
 
 def epoch_ms_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
     return pc.cast(values.cast(pa.timestamp("ms", tz="UTC")), kind)
-
-
-def local_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
-    """Zone-less text as zone-less timestamps (Arrow refuses text with a zone: kept as
-    `naive_local` reads it, value by value)."""
-    return pc.cast(values, kind)
 
 
 def count_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
@@ -57,9 +53,9 @@ def merge_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
 VECTORISED: Final[
     dict[Callable[[Any], Any], tuple[pa.DataType, Callable[[pa.Array, pa.DataType], pa.Array]]]
 ] = {
-    utc_from_iso: (pa.string(), iso_utc_array),
+    utc_from_iso: (pa.string(), cast_array),
     utc_from_epoch_ms: (pa.int64(), epoch_ms_array),
-    naive_local: (pa.string(), local_array),
+    naive_local: (pa.string(), cast_array),
     count_of: (LIST_OF_ANY, count_array),
     is_merge: (LIST_OF_ANY, merge_array),
 }
@@ -211,7 +207,7 @@ def child_rows(
     lists = values_at(items, child.list_path)
     element = raw_type(child.columns)
     entries = None
-    if element is not None and all(read_as(c) or c.from_context for c in child.columns):
+    if element is not None and all(read_as(c) is not None or c.from_context for c in child.columns):
         try:
             entries = pa.array(lists, type=pa.list_(element))
         except CONVERSION_ERRORS:

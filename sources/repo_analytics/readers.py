@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from dlt.common import logger
 
 from .client import Answer
@@ -106,25 +105,22 @@ def with_children(
     """
     table = to_arrow(items, endpoint.columns, scope.context)
     keys = row_keys(table, list(endpoint.primary_key))
-    keep = fresh_keys(ctx, seen_at(endpoint.table, scope), keys)
-    if keep is not None:  # an item that shifted across pages: read before in this scope
-        kept = [i for i, fresh in enumerate(keep.to_pylist()) if fresh]
-        table, items, keys = table.filter(keep), [items[i] for i in kept], [keys[i] for i in kept]
+    # an item that shifted across pages was read before in this scope
+    table, items, keys = kept(
+        fresh_keys(ctx, seen_at(endpoint.table, scope), keys), table, items, keys
+    )
     hints = table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema))
     yield from hand_over(ctx, table, hints)
     for child in endpoint.children:
-        owners, owner_items = table, items
         parent_keys = (
             keys
             if child.parent_key == endpoint.primary_key
             else row_keys(table, list(child.parent_key))
         )
         fresh = fresh_keys(ctx, child.table, parent_keys)
-        if fresh is not None:
-            if not pc.any(fresh).as_py():
-                continue
-            chosen = [i for i, new in enumerate(fresh.to_pylist()) if new]
-            owners, owner_items = table.filter(fresh), [items[i] for i in chosen]
+        owners, owner_items, _ = kept(fresh, table, items, parent_keys)
+        if not owner_items:
+            continue
         rows = child_rows(owner_items, owners, child, scope.context)
         columns = nullability(rows.schema)
         columns[REMOVED]["hard_delete"] = True  # marker rows empty a parent's list
@@ -135,6 +131,16 @@ def with_children(
         )
     if endpoint.details is not None and ctx.plan.with_files:
         yield from read_details(ctx, endpoint.details, table, scope)
+
+
+def kept(
+    keep: pa.Array | None, table: pa.Table, items: list[Any], keys: list[bytes]
+) -> tuple[pa.Table, list[Any], list[bytes]]:
+    """The rows of `table`, `items` and `keys` (one per row) that `keep` keeps (None: all)."""
+    if keep is None:
+        return table, items, keys
+    rows = [i for i, fresh in enumerate(keep.to_pylist()) if fresh]
+    return table.filter(keep), [items[i] for i in rows], [keys[i] for i in rows]
 
 
 def tagged(
