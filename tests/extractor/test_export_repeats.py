@@ -29,14 +29,16 @@ def test_an_export_that_repeats_a_row_lands_it_once(
     repeated = [e for e in sim.requests()["log"] if e["fault"] == "repeat"]
     assert len(repeated) == 1
     rows = loader.rows(
-        "SELECT project, repository, commit_hash, lines_added FROM server_commit_exports"
+        "SELECT project, repository, commit_hash, lines_added, lines_deleted "
+        "FROM server_commit_exports"
     )
-    keys = Counter((project, repository, sha) for project, repository, sha, _ in rows)
+    keys = Counter((project, repository, sha) for project, repository, sha, *_ in rows)
     assert keys and max(keys.values()) == 1
     start = datetime(2026, 3, 1, tzinfo=UTC)
     now = datetime.fromtimestamp(sim.info()["now"], UTC)
-    assert {sha for _, _, sha in keys} == {
-        c["id"]
+    truth = {
+        c["id"]: (c["linesOfCode"]["added"], c["linesOfCode"]["deleted"])
         for c in sim.truth("commits")
         if start <= datetime.fromisoformat(c["authorTimestamp"].replace("Z", "+00:00")) < now
     }
+    assert {sha: (added, deleted) for _, _, sha, added, deleted in rows} == truth
