@@ -29,6 +29,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
+from .arrow_pages import ARROW_PAGE_BYTES, PageShape, decode_page
 from .config import RetryConfiguration
 from .connection import BrokenBody, Reply, Transport
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
@@ -127,9 +128,16 @@ class ApiClient:
         return self.api_base + path
 
     # requests --------------------------------------------------------------------------------
-    def get_json(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
-        """One JSON answer; retried on transient failures, classified otherwise."""
-        return self._retrying(lambda: self._get_json_once(path, params, label), label)
+    def get_json(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None,
+        label: str,
+        shape: PageShape | None = None,
+    ) -> Answer:
+        """One JSON answer; retried on transient failures, classified otherwise. `shape`: a
+        list page's, which Arrow may decode (`arrow_pages.decode_page`)."""
+        return self._retrying(lambda: self._get_json_once(path, params, label, shape), label)
 
     def get_body(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str = "text/csv"
@@ -268,24 +276,35 @@ class ApiClient:
             self._raise_for(response, body)
         return response
 
-    def _get_json_once(self, path: str, params: Mapping[str, Any] | None, label: str) -> Answer:
+    def _get_json_once(
+        self, path: str, params: Mapping[str, Any] | None, label: str, shape: PageShape | None
+    ) -> Answer:
         response = self._send(path, params, label, "application/json")
         kind = content_kind(response)
         if kind not in JSON_TYPES:
             raise self._not_expected(response, kind, "JSON")
-        return Answer(self._json_body(response), response.url)
+        return Answer(self._json_body(response, shape), response.url)
 
-    def _json_body(self, response: Reply) -> Any:
+    def _json_body(self, response: Reply, shape: PageShape | None = None) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
-        try:
-            content = response.content
-        except BrokenBody:
-            raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
-        try:
-            body = orjson.loads(content)
-        except orjson.JSONDecodeError:
-            raise RetryableError(f"undecodable JSON body from {sanitise(response.url)}") from None
+        with self.turn.released():  # reading the body, Arrow's decoding: no Python work
+            try:
+                content = response.content
+            except BrokenBody:
+                raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
+            body = None
+            if shape is not None and len(content) >= ARROW_PAGE_BYTES:
+                body = decode_page(content, shape)
+        if body is None:
+            try:
+                body = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                raise RetryableError(
+                    f"undecodable JSON body from {sanitise(response.url)}"
+                ) from None
         if self._envelope.matches(body):
+            if shape is not None:  # the message, which Arrow did not read
+                body = orjson.loads(content)
             self._raise_for_error_body(response.status_code, sanitise(response.url), body)
         return body
 

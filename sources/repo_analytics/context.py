@@ -4,7 +4,7 @@ handed to dlt with their table hints."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
@@ -55,7 +55,7 @@ class ReadContext:
     emitted: dict[str, set[bytes]] = field(default_factory=dict)  # `row_keys`
     # a nightly's discovery pages of the top-level lists, by request, until their resource
     # reads them (see `readers.endpoint_pages`)
-    kept_pages: dict[tuple[Any, ...], list[list[Any]]] = field(default_factory=dict)
+    kept_pages: dict[tuple[Any, ...], list[Sequence[Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

@@ -10,7 +10,7 @@ a time. Either way the result is what `Column.read`, item by item, gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
 from typing import Any, Final
@@ -19,11 +19,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .dates import naive_local, utc_from_epoch_ms, utc_from_iso
-from .tables import REMOVED, ChildTable, Column, Context, count_of, is_merge
+from .tables import REMOVED, ChildTable, Column, Context, count_of, first_href, is_merge
 
 # What Arrow cannot convert from a page's items (a value of another type than its path's)
 CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
+
+
+class ArrowItems(Sequence[Any]):
+    """A page's items as one struct array (`raw`) of the paths its tables read, decoded by
+    Arrow (`arrow_pages`); read here as the decoded items would be."""
+
+    def __init__(self, raw: pa.StructArray) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ArrowItems(self.raw[index])
+        return self.raw[index].as_py()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.raw.to_pylist())
+
+    def filter(self, keep: pa.Array) -> ArrowItems:
+        return ArrowItems(self.raw.filter(keep))
 
 
 def arrow_type_of(columns: Sequence[Column]) -> pa.Schema:
@@ -48,6 +70,21 @@ def merge_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
     return pc.greater(pc.list_value_length(values), 1).cast(kind)
 
 
+LINKS: Final = pa.struct([("self", pa.list_(pa.struct([("href", pa.string())])))])
+
+
+def first_href_array(values: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Each links object's first `self` link's href; a list whose first entry is null (the
+    converter skips it) is refused, then read value by value."""
+    links = values.flatten()[values.type.get_field_index("self")]
+    has_entries = pc.greater(pc.list_value_length(links).fill_null(0), 0)
+    starts = pc.if_else(has_entries, links.offsets[:-1], pa.scalar(None, pa.int32()))
+    firsts = links.values.take(starts)
+    if pc.any(pc.and_(has_entries, pc.is_null(firsts))).as_py():
+        raise pa.ArrowInvalid("a null link entry first")
+    return firsts.flatten()[0].cast(kind)
+
+
 # converter -> (the type Arrow reads the JSON value as, the Arrow form of the converter); a
 # timestamp Arrow reads otherwise than the converter is refused, then read value by value
 VECTORISED: Final[
@@ -58,6 +95,7 @@ VECTORISED: Final[
     naive_local: (pa.string(), cast_array),
     count_of: (LIST_OF_ANY, count_array),
     is_merge: (LIST_OF_ANY, merge_array),
+    first_href: (LINKS, first_href_array),
 }
 
 
@@ -129,7 +167,7 @@ def fields_of(raw: pa.StructArray | None) -> dict[tuple[str, ...], pa.Array] | N
 def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
     """Items as an Arrow table with the declared column types: each column as
     `Column.read` reads each item."""
-    raw = fields_of(read_raw(items, tuple(columns)))
+    raw = fields_of(items.raw if isinstance(items, ArrowItems) else read_raw(items, tuple(columns)))
     arrays = [column_array(c, items, context, raw) for c in columns]
     return pa.Table.from_arrays(arrays, schema=arrow_type_of(columns))
 
@@ -204,16 +242,21 @@ def child_rows(
     is itself never stored, so an emptied list replaces the old one too. Each list entry that
     is null is a row with `removed` true and no values.
     """
-    lists = values_at(items, child.list_path)
-    element = raw_type(child.columns)
     entries = None
-    if element is not None and all(read_as(c) is not None or c.from_context for c in child.columns):
-        try:
-            entries = pa.array(lists, type=pa.list_(element))
-        except CONVERSION_ERRORS:
-            entries = None
-    if entries is None:
-        return child_rows_by_entry(lists, parent, child, context)
+    if isinstance(items, ArrowItems):  # its type holds the child's list (`arrow_pages`)
+        entries = (fields_of(items.raw) or {})[child.list_path]
+    else:
+        lists = values_at(items, child.list_path)
+        element = raw_type(child.columns)
+        if element is not None and all(
+            read_as(c) is not None or c.from_context for c in child.columns
+        ):
+            try:
+                entries = pa.array(lists, type=pa.list_(element))
+            except CONVERSION_ERRORS:
+                entries = None
+        if entries is None:
+            return child_rows_by_entry(lists, parent, child, context)
     lengths = pc.list_value_length(entries).fill_null(0)
     counts = pc.max_element_wise(lengths, 1)  # an empty list: its one marker row
     ends = pc.cumulative_sum(counts)

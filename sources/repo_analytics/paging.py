@@ -9,14 +9,18 @@ next page's URL or parameters. Each guards against a page token that repeats.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
+import pyarrow as pa
+
 from .errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
+from .mapping import ArrowItems
 
 if TYPE_CHECKING:
+    from .arrow_pages import PageShape
     from .client import ApiClient
 
 
@@ -24,7 +28,7 @@ class Paginator(Protocol):
     def init_request(self, params: dict[str, Any]) -> None: ...
     def update_state(self, body: Any) -> None: ...
     def update_request(self, params: dict[str, Any]) -> str | None: ...
-    def items(self, body: Any) -> list[Any]: ...
+    def items(self, body: Any) -> Sequence[Any]: ...
     @property
     def has_next(self) -> bool: ...
 
@@ -34,7 +38,16 @@ class Paging(Protocol):
 
     @property
     def page_size_param(self) -> str: ...
+    @property
+    def items_key(self) -> str: ...
+    @property
+    def head(self) -> tuple[tuple[str, pa.DataType], ...]:
+        """The page's top-level fields the paginator reads, with their types (`arrow_pages`)."""
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Those of them whose absence the paginator reads otherwise than a null."""
     def paginator(self, page_size: int, api_base: str) -> Paginator: ...
+    def __hash__(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,14 @@ class NextLink:
     page_size_param: str
     next_key: str
     items_key: str
+
+    @property
+    def head(self) -> tuple[tuple[str, pa.DataType], ...]:
+        return ((self.next_key, pa.string()),)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return ()
 
     def paginator(self, page_size: int, api_base: str) -> NextLinkPaginator:
         return NextLinkPaginator(page_size, api_base, self)
@@ -60,6 +81,14 @@ class StartLimit:
     last_page_key: str
     next_start_key: str
     items_key: str
+
+    @property
+    def head(self) -> tuple[tuple[str, pa.DataType], ...]:
+        return ((self.last_page_key, pa.bool_()), (self.next_start_key, pa.int64()))
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return (self.last_page_key,)  # absent: the last page
 
     def paginator(self, page_size: int, api_base: str) -> StartLimitPaginator:
         return StartLimitPaginator(page_size, self)
@@ -140,8 +169,8 @@ class NextLinkPaginator:
         params.update(parse_qsl(urlsplit(link).query, keep_blank_values=True))
         return link.split("?", 1)[0]
 
-    def items(self, body: Any) -> list[Any]:
-        return list(body.get(self.scheme.items_key) or ())
+    def items(self, body: Any) -> Sequence[Any]:
+        return items_of(body, self.scheme.items_key)
 
 
 class StartLimitPaginator:
@@ -184,19 +213,31 @@ class StartLimitPaginator:
         params[self.scheme.start_param], self._next_start = self._next_start, None
         return ""  # same path
 
-    def items(self, body: Any) -> list[Any]:
-        return list(body.get(self.scheme.items_key) or ())
+    def items(self, body: Any) -> Sequence[Any]:
+        return items_of(body, self.scheme.items_key)
+
+
+def items_of(body: Any, key: str) -> Sequence[Any]:
+    """A page's items: those Arrow decoded as they are, else as a list."""
+    found = body.get(key)
+    return found if isinstance(found, ArrowItems) else list(found or ())
 
 
 def pages(
-    client: ApiClient, paginator: Paginator, path: str, params: Mapping[str, Any], label: str
-) -> Iterator[list[Any]]:
-    """Every page's items, in the host's order; the only paging loop of the extractor."""
+    client: ApiClient,
+    paginator: Paginator,
+    path: str,
+    params: Mapping[str, Any],
+    label: str,
+    shape: PageShape | None = None,
+) -> Iterator[Sequence[Any]]:
+    """Every page's items, in the host's order; the only paging loop of the extractor.
+    `shape`: how Arrow may read a page (`arrow_pages`)."""
     query = dict(params)
     paginator.init_request(query)
     url = path
     while True:
-        body = client.get_json(url, query, label).body
+        body = client.get_json(url, query, label, shape).body
         paginator.update_state(body)
         yield paginator.items(body)
         if not paginator.has_next:

@@ -6,13 +6,14 @@ entries (the scope is skipped, the run goes on) and let fatal ones end the run.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 from dlt.common import logger
 
+from .arrow_pages import page_shape
 from .client import Answer
 from .context import (
     SCHEMA_CONTRACT,
@@ -32,7 +33,7 @@ from .context import (
 from .dates import period_floor, period_next, periods, wire
 from .details import read_details
 from .errors import FatalApiError, SkippableApiError
-from .mapping import child_rows, series_to_arrow, to_arrow
+from .mapping import ArrowItems, child_rows, series_to_arrow, to_arrow
 from .paging import pages
 from .settings import KEPT_PAGES_MOST
 from .tables import REMOVED, Endpoint
@@ -93,7 +94,7 @@ def get_first_working(
 
 
 def with_children(
-    ctx: ReadContext, endpoint: Endpoint, items: list[Any], scope: Scope
+    ctx: ReadContext, endpoint: Endpoint, items: Sequence[Any], scope: Scope
 ) -> Iterator[Any]:
     """The items as the endpoint's table, then each child table, each with its own hints.
 
@@ -134,13 +135,14 @@ def with_children(
 
 
 def kept(
-    keep: pa.Array | None, table: pa.Table, items: list[Any], keys: list[bytes]
-) -> tuple[pa.Table, list[Any], list[bytes]]:
+    keep: pa.Array | None, table: pa.Table, items: Sequence[Any], keys: list[bytes]
+) -> tuple[pa.Table, Sequence[Any], list[bytes]]:
     """The rows of `table`, `items` and `keys` (one per row) that `keep` keeps (None: all)."""
     if keep is None:
         return table, items, keys
     rows = [i for i, fresh in enumerate(keep.to_pylist()) if fresh]
-    return table.filter(keep), [items[i] for i in rows], [keys[i] for i in rows]
+    kept_items = items.filter(keep) if isinstance(items, ArrowItems) else [items[i] for i in rows]
+    return table.filter(keep), kept_items, [keys[i] for i in rows]
 
 
 def tagged(
@@ -188,7 +190,7 @@ def endpoint_pages(
     page_size: int,
     label: str,
     keep: bool = False,
-) -> Iterator[list[Any]]:
+) -> Iterator[Sequence[Any]]:
     """Every page's items of a paged list, with the paging scheme its endpoint names.
 
     `keep`: the pages are also kept (up to `KEPT_PAGES_MOST`) for the one later read of the
@@ -203,11 +205,12 @@ def endpoint_pages(
         yield from kept
         return
     paginator = endpoint.paging.paginator(page_size, ctx.plan.api_base)
-    read = pages(ctx.client, paginator, path, params, label)
+    shape = page_shape(endpoint, ctx.plan.edition.error_envelope)
+    read = pages(ctx.client, paginator, path, params, label, shape)
     if not keep:
         yield from read
         return
-    keeping: list[list[Any]] | None = []
+    keeping: list[Sequence[Any]] | None = []
     for items in read:
         if keeping is not None and len(keeping) < KEPT_PAGES_MOST:
             keeping.append(items)

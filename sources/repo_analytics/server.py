@@ -24,6 +24,7 @@ from .tables import (
     ViewParts,
     column,
     count_of,
+    first_href,
     is_merge,
 )
 
@@ -48,11 +49,6 @@ LEVEL_PATHS: Final = {
     "user": "/users/{user}",
 }
 USER_KEY: Final = column("read_for_user", "@user", STR, nullable=False)
-
-
-def first_href(links: Any) -> str | None:
-    hrefs = [link.get("href") for link in links.get("self") or () if isinstance(link, dict)]
-    return hrefs[0] if hrefs else None
 
 
 COMMIT_COLUMNS: Final = (

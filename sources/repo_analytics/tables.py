@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
-from .paging import Paging
+if TYPE_CHECKING:
+    from .paging import Paging
 
 Context = Mapping[str, Any]
 Outcome = Literal["fatal", "skip", "retry_then_skip"]
@@ -60,6 +61,17 @@ def count_of(values: Any) -> int:
 def is_merge(values: Any) -> bool:
     """More than one parent."""
     return len(values) > 1
+
+
+def first_href(links: Any) -> str | None:
+    """The `href` of the first `self` link of a links object (`{"self": [{"href": ...}]}`);
+    None for a value that is not one."""
+    if not isinstance(links, dict):
+        return None
+    found = links.get("self")
+    entries = found if isinstance(found, list) else ()
+    hrefs = [link.get("href") for link in entries if isinstance(link, dict)]
+    return hrefs[0] if hrefs else None
 
 
 def column(
@@ -120,6 +132,11 @@ class ErrorEnvelope:
 
     key: str
     value: str | None = None
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The type its key is read as from a page decoded by Arrow (`arrow_pages`)."""
+        return pa.string() if self.value is not None else pa.list_(pa.struct([]))
 
     def matches(self, body: Any) -> bool:
         if not isinstance(body, dict) or self.key not in body:
