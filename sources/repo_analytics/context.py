@@ -57,6 +57,9 @@ class ReadContext:
     # reads them (see `readers.endpoint_pages`)
     kept_pages: dict[tuple[Any, ...], list[Sequence[Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # each table's hints, one object per set of them: pages with the same hints hand over
+    # the same object, compared by identity (`source_items`)
+    hints: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,22 @@ def table_hints(
     parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
     filesystem) upsert by primary key instead, without that replacement.
     """
+    key = (table, primary_key, merge_key, tuple((k, tuple(v.items())) for k, v in columns.items()))
+    found = ctx.hints.get(key)
+    if found is None:
+        found = ctx.hints.setdefault(
+            key, new_table_hints(ctx, table, primary_key, columns, merge_key)
+        )
+    return found
+
+
+def new_table_hints(
+    ctx: ReadContext,
+    table: str,
+    primary_key: tuple[str, ...],
+    columns: dict[str, Any],
+    merge_key: tuple[str, ...] = (),
+) -> Any:
     strategy = ctx.plan.merge_strategy
     hints = dlt.mark.make_hints(
         table_name=table,

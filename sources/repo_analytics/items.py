@@ -75,7 +75,7 @@ def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM) -
         rows.pop(name)
         table = pa.concat_tables([b.table for b in group]) if len(group) > 1 else group[0].table
         hints = group[0].hints
-        if sent.get(name) != hints:
+        if sent.get(name) is not hints and sent.get(name) != hints:
             sent[name] = hints
             yield dlt.mark.with_hints(table, hints, create_table_variant=True)
         else:
@@ -84,7 +84,10 @@ def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM) -
     for batch in batches:
         name = batch.table_name
         group = gathered.get(name)
-        if group and (group[0].hints != batch.hints or group[0].table.schema != batch.table.schema):
+        if group and (
+            (group[0].hints is not batch.hints and group[0].hints != batch.hints)
+            or group[0].table.schema != batch.table.schema
+        ):
             yield from handed(name)
         gathered.setdefault(name, []).append(batch)
         rows[name] = rows.get(name, 0) + batch.table.num_rows

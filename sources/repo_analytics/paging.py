@@ -43,9 +43,11 @@ class Paging(Protocol):
     @property
     def head(self) -> tuple[tuple[str, pa.DataType], ...]:
         """The page's top-level fields the paginator reads, with their types (`arrow_pages`)."""
+
     @property
     def required(self) -> tuple[str, ...]:
         """Those of them whose absence the paginator reads otherwise than a null."""
+
     def paginator(self, page_size: int, api_base: str) -> Paginator: ...
     def __hash__(self) -> int: ...
 
