@@ -5,7 +5,8 @@ A page is read into Arrow in one conversion: its items as one struct array of th
 columns read (`raw_type`), each column then taken out of it and converted by Arrow kernels
 (timestamps, list lengths). What Arrow cannot read that way (a value of another type than
 the path's, a converter without an Arrow form) is read as `Column.read` reads it, a column at
-a time. Either way the result is what `Column.read`, item by item, gives.
+a time. Either way the result is what `Column.read`, item by item, gives. A list page that
+Arrow's JSON reader decoded (`arrow_pages`) comes as that struct array already (`ArrowItems`).
 """
 
 from __future__ import annotations
