@@ -96,20 +96,8 @@ def table_hints(
     """
     key = (table, primary_key, merge_key, tuple((k, tuple(v.items())) for k, v in columns.items()))
     found = ctx.hints.get(key)
-    if found is None:
-        found = ctx.hints.setdefault(
-            key, new_table_hints(ctx, table, primary_key, columns, merge_key)
-        )
-    return found
-
-
-def new_table_hints(
-    ctx: ReadContext,
-    table: str,
-    primary_key: tuple[str, ...],
-    columns: dict[str, Any],
-    merge_key: tuple[str, ...] = (),
-) -> Any:
+    if found is not None:  # one object per set of hints (`ReadContext.hints`)
+        return found
     strategy = ctx.plan.merge_strategy
     hints = dlt.mark.make_hints(
         table_name=table,
@@ -120,7 +108,7 @@ def new_table_hints(
     )
     if merge_key and strategy == "delete-insert":
         hints["merge_key"] = [SOURCE, *merge_key]
-    return hints
+    return ctx.hints.setdefault(key, hints)
 
 
 def emit(
