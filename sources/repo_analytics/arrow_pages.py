@@ -21,9 +21,9 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from .mapping import LIST_OF_ANY, ArrowItems, raw_type, read_as, struct_of
+from .mapping import ArrowItems, raw_type, read_as, struct_of
 from .paging import Paging
-from .tables import ChildTable, Column, Endpoint, ErrorEnvelope
+from .tables import LIST_OF_ANY, ChildTable, Column, Endpoint, ErrorEnvelope
 
 # Arrow's reader costs ~120 µs a call whatever the size (orjson: ~1 µs for a small body); at
 # 16 KB orjson takes about as long

@@ -20,11 +20,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .dates import naive_local, utc_from_epoch_ms, utc_from_iso
-from .tables import REMOVED, ChildTable, Column, Context, count_of, first_href, is_merge
+from .tables import (
+    LIST_OF_ANY,
+    REMOVED,
+    ChildTable,
+    Column,
+    Context,
+    count_of,
+    first_href,
+    is_merge,
+)
 
 # What Arrow cannot convert from a page's items (a value of another type than its path's)
 CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
-LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
 
 
 class ArrowItems(Sequence[Any]):

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .paging import Paging
 
 Context = Mapping[str, Any]
+LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
 Outcome = Literal["fatal", "skip", "retry_then_skip"]
 Kind = Literal["list", "statistics", "directory", "csv"]
 
@@ -136,7 +137,7 @@ class ErrorEnvelope:
     @property
     def arrow_type(self) -> pa.DataType:
         """The type its key is read as from a page decoded by Arrow (`arrow_pages`)."""
-        return pa.string() if self.value is not None else pa.list_(pa.struct([]))
+        return pa.string() if self.value is not None else LIST_OF_ANY
 
     def matches(self, body: Any) -> bool:
         if not isinstance(body, dict) or self.key not in body:
