@@ -295,6 +295,7 @@ class ApiClient:
             body = None
             if shape is not None and len(content) >= ARROW_PAGE_BYTES:
                 body = decode_page(content, shape)
+        by_arrow = body is not None
         if body is None:
             try:
                 body = orjson.loads(content)
@@ -303,7 +304,7 @@ class ApiClient:
                     f"undecodable JSON body from {sanitise(response.url)}"
                 ) from None
         if self._envelope.matches(body):
-            if shape is not None:  # the message, which Arrow did not read
+            if by_arrow:  # the message, which Arrow did not read
                 body = orjson.loads(content)
             self._raise_for_error_body(response.status_code, sanitise(response.url), body)
         return body
