@@ -14,9 +14,9 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from sources.repo_analytics.arrow_pages import decode_page, page_shape
+from sources.repo_analytics.arrow_pages import decode_page, item_type, page_shape
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.mapping import ArrowItems, child_rows, to_arrow
+from sources.repo_analytics.mapping import ArrowItems, child_rows, raw_type, to_arrow
 from sources.repo_analytics.paging import NextLink, StartLimit
 from sources.repo_analytics.tables import Endpoint, ErrorEnvelope
 from tests.extractor.test_to_arrow import (
@@ -68,25 +68,22 @@ def good_items(endpoint: Endpoint) -> list[Any]:
     """Items of every value shape of its path's JSON type each of the endpoint's columns
     reads, with lists of entries of every shape the child tables read (absent, null, empty,
     a null entry)."""
-    shape = page_shape(endpoint, ErrorEnvelope("type", "error"))
-    assert shape is not None
+    kind = item_type(endpoint.columns, endpoint.children)
+    assert kind is not None
     items = [
         i
         for i in edge_items(endpoint.columns)
-        if refusal_free(i, endpoint.columns) and typed(i, shape.item_type)
+        if refusal_free(i, endpoint.columns) and typed(i, kind)
     ]
     for number, child in enumerate(endpoint.children):
+        entry = raw_type(child.columns)  # the type of the child's list entries in `kind`
+        assert entry is not None
         entries = [
             e
             for e in edge_items(child.columns)
-            if refusal_free(e, child.columns)
-            and typed(
-                {**e},
-                shape.item_type.field(child.list_path[0]).type.value_type
-                if len(child.list_path) == 1
-                else pa.null(),
-            )
+            if refusal_free(e, child.columns) and typed(e, entry)
         ]
+        assert entries
         lists: list[Any] = [ABSENT, None, [], [None], entries, [entries[-1], None]]
         for listed in lists:
             item: dict[str, Any] = {}
