@@ -634,9 +634,12 @@ def cli_destination(args: argparse.Namespace) -> Any:
         from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination
 
         check_duckdb_path(args.duckdb, args.dataset)
-        return duckdb_destination(args.duckdb, configured_memory_limit(flag_settings(args)))
+        # absolute: dlt would resolve a relative path against the folder of the pipeline's
+        # first run (kept in its state), not this run's working folder
+        path = str(Path(args.duckdb).absolute())
+        return duckdb_destination(path, configured_memory_limit(flag_settings(args)))
     if args.destination == "parquet":
-        return dlt.destinations.filesystem(bucket_url=args.parquet_dir)
+        return dlt.destinations.filesystem(bucket_url=local_absolute(args.parquet_dir))
     try:
         return Destination.from_reference(args.destination)
     except UnknownDestinationModule:
@@ -648,6 +651,12 @@ def cli_destination(args: argparse.Namespace) -> Any:
             + ", ".join(known)
             + ") or a named destination configured in .dlt/",
         ) from None
+
+
+def local_absolute(location: str) -> str:
+    """A folder path made absolute against the working folder; a URL (`s3://...`,
+    `file:///...`) as it is."""
+    return location if "://" in location else str(Path(location).absolute())
 
 
 def check_duckdb_path(text: str, dataset: str) -> None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import duckdb
 import pytest
 
@@ -32,19 +33,20 @@ from tests.extractor.test_backfill import SLACK, assert_rows_equal_truth, cli_en
 CLI = Path(sys.executable).parent / "repo-analytics"
 END = datetime.fromtimestamp(FIXED_NOW, tz=UTC)
 START = END - timedelta(days=10)
+PARQUET_DIR = "repo_analytics_parquet"  # --parquet-dir's default
 
 
 def run_default_load(
-    sim: Simulator, folder: Path, *options: str
+    sim: Simulator, folder: Path, *options: str, pipelines: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`repo-analytics [options] load` of cloud commits over [START, END) in `folder`, with no
-    --duckdb, --dataset nor --pipeline-name (the pipelines folder is kept out of the user's
-    own dlt folder)."""
+    --duckdb, --dataset nor --pipeline-name (the pipelines folder, `folder/pipelines` unless
+    given, is kept out of the user's own dlt folder)."""
     return subprocess.run(
         [
             str(CLI),
             "--pipelines-dir",
-            str(folder / "pipelines"),
+            str(pipelines or folder / "pipelines"),
             "--progress",
             "off",
             *options,
@@ -91,6 +93,70 @@ def test_a_load_on_the_default_file_lands_and_reads_by_dataset(
         names = ", ".join(f'"{c}"' for c in columns)
         with duckdb.connect(str(db_file), read_only=True) as con:
             return con.execute(f"SELECT {names} FROM repo_analytics.{table}").fetchall()
+
+    assert_rows_equal_truth(
+        read, cloud, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
+    )
+
+
+def loads_in(db_file: Path) -> int:
+    with duckdb.connect(str(db_file), read_only=True) as con:
+        (count,) = con.execute("SELECT count(*) FROM repo_analytics._dlt_loads").fetchone() or (0,)
+    return int(count)
+
+
+def test_a_relative_file_is_the_working_folder_s_not_the_first_run_s(
+    cloud: Simulator, tmp_path: Path
+) -> None:
+    """The default (relative) file of a run in another folder, with the same pipeline, is that
+    folder's: it gets the whole range and its report; the first folder's file gets no load.
+    dlt resolves a relative path against the folder of the pipeline's first run, which the
+    run loaded into while its report and views went to this folder's file."""
+    first, second, pipelines = tmp_path / "first", tmp_path / "second", tmp_path / "pipelines"
+    first.mkdir()
+    second.mkdir()
+    assert run_default_load(cloud, first, pipelines=pipelines).returncode == 0
+    loads_of_first = loads_in(first / "repo-analytics.duckdb")
+
+    done = run_default_load(cloud, second, pipelines=pipelines)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    db_file = second / "repo-analytics.duckdb"
+    assert (second / "repo-analytics.report.json").is_file()
+    assert loads_in(first / "repo-analytics.duckdb") == loads_of_first
+
+    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        names = ", ".join(f'"{c}"' for c in columns)
+        with duckdb.connect(str(db_file), read_only=True) as con:
+            return con.execute(f"SELECT {names} FROM repo_analytics.{table}").fetchall()
+
+    assert_rows_equal_truth(
+        read, cloud, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
+    )
+
+
+def test_a_relative_parquet_folder_is_the_working_folder_s(
+    cloud: Simulator, tmp_path: Path
+) -> None:
+    """The same for `--destination parquet` and its default, relative `--parquet-dir`."""
+    first, second, pipelines = tmp_path / "first", tmp_path / "second", tmp_path / "pipelines"
+    first.mkdir()
+    second.mkdir()
+    options = ("--destination", "parquet")
+    assert run_default_load(cloud, first, *options, pipelines=pipelines).returncode == 0
+    loads_of_first = sorted((first / PARQUET_DIR / "repo_analytics" / "_dlt_loads").iterdir())
+
+    done = run_default_load(cloud, second, *options, pipelines=pipelines)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted((first / PARQUET_DIR / "repo_analytics" / "_dlt_loads").iterdir()) == (
+        loads_of_first
+    )
+    lake = second / PARQUET_DIR / "repo_analytics"
+
+    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        data = deltalake.DeltaTable(str(lake / table)).to_pyarrow_table(columns=list(columns))
+        return list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
 
     assert_rows_equal_truth(
         read, cloud, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
