@@ -312,10 +312,11 @@ def seed_nightly_cursors(
 ) -> None:
     """A backfill that reached the clock moves the nightly cursors of the scopes its windows
     read up to its end (never back), in one state-only load: the first nightly run then
-    reads its look-back, not the 30 days of a first run. Scopes of windows finished by an
-    earlier invocation are not known here; their first nightly reads from `start_date`."""
+    reads its look-back, not the 30 days of a first run (the exports' windows included).
+    Scopes of windows finished by an earlier invocation are not known here; their first
+    nightly reads from `start_date`."""
     cursors: dict[str, dict[str, datetime]] = {}
-    for window in result.windows:
+    for window in (*result.windows, *result.exports):
         if window.result is not None:
             for name, keys in window.result.report.planned.items():
                 cursors.setdefault(name, {}).update(dict.fromkeys(keys, end))

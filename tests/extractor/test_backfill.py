@@ -1204,3 +1204,42 @@ def test_demo(edition: str, tmp_path: Path) -> None:
             f"SELECT count(*), list(DISTINCT edition) FROM {DATASET}.commits"
         ).fetchone()
     assert commits > 500 and editions == [edition]
+
+
+def test_a_backfill_to_the_clock_leaves_the_exports_nightly_cursors_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """The CSV exports, read in windows of their own after the others, get their nightly
+    cursors too: the first nightly run asks each export for its look-back (dated), not the
+    30 days an export answers without dates (ten times the look-back's rows), and the export
+    tables still hold each truth commit of the range once."""
+    with Simulator(SimConfig(edition="server", size="tiny", now=FIXED_NOW)) as sim:
+        args: dict[str, Any] = {
+            "levels": ["repository"],
+            "resources": ["commits", "commit_exports", "pull_request_exports"],
+        }
+        loader = Loader(sim, tmp_path)
+        result, _ = backfill(loader, SINCE, None, **args)
+        assert not result.partial and result.exports
+        stored = cursors(loader)
+        repositories = {repository_scope(r, "server") for r in sim.truth("repositories")}
+        for family in ("commits", "commit_exports", "pull_request_exports"):
+            assert {
+                name.split(":", 1)[1] for name in stored if name.startswith(f"{family}.")
+            } == repositories, family
+        assert set(stored.values()) == {str(CLOCK)}
+
+        before = sim.requests()["total"]
+        loader.load(**args)
+        exports = [e for e in log_since(sim, before) if ".csv." in e["endpoint"]]
+        assert len(exports) == 2 * len(repositories)
+        earliest = CLOCK - timedelta(days=3) - SLACK
+        assert all(dated(e) and dated(e)[0] >= earliest for e in exports), [  # type: ignore[index]
+            e["params"] for e in exports
+        ][:3]
+        with duckdb.connect(str(loader.db_file), read_only=True) as con:
+            hashes = con.execute(
+                "SELECT commit_hash FROM repo_analytics.server_commit_exports"
+            ).fetchall()
+        truth = [c["id"] for c in sim.truth("commits") if SINCE <= from_z(c["authorTimestamp"])]
+        assert sorted(h for (h,) in hashes) == sorted(truth)
