@@ -1,13 +1,15 @@
 """The one HTTP client: session per thread, auth, timeouts, tenacity retries, error classes.
 
 Every request of the extractor goes through `ApiClient.get`; nothing else but its helpers
-(`connection.py`: urllib3's pools and redirects; `transport.py`: retryable failures,
+(`connection.py`: connections and redirects; `transport.py`: retryable failures,
 Retry-After, the host gate, TLS guards) talks HTTP.
 """
 
 from __future__ import annotations
 
+import http.client
 import random
+import ssl
 import tempfile
 import threading
 import time
@@ -32,6 +34,7 @@ from urllib3.exceptions import (
 from .arrow_pages import ARROW_PAGE_BYTES, PageShape, decode_page
 from .config import RetryConfiguration
 from .connection import BrokenBody, Reply, Transport
+from .direct import HostUnreachable
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
 from .fanin import CpuTurn
 from .plan import RunPlan
@@ -250,17 +253,17 @@ class ApiClient:
                     {"Accept": accept},
                     (self.settings.connect_timeout, self.settings.read_timeout),
                 )
-        except NewConnectionError:  # refused, or no such host name (before the timeouts:
-            # urllib3 makes it a kind of connect timeout)
+        except (NewConnectionError, HostUnreachable):  # refused, or no such host name
+            # (before the timeouts: urllib3 makes it a kind of connect timeout)
             host = urlsplit(sanitise(url)).netloc
             raise RetryableError(
                 f"connection refused or host not found: {sanitise(url)}", unreachable=host
             ) from None
         except (ConnectTimeoutError, ReadTimeoutError, TimeoutError):
             raise RetryableError(f"timeout from {sanitise(url)}") from None
-        except SSLError as error:
+        except (SSLError, ssl.SSLError) as error:
             raise tls_error(error, url) from None
-        except (HTTPError, OSError) as error:
+        except (HTTPError, http.client.HTTPException, OSError) as error:
             raise RetryableError(
                 f"connection error from {sanitise(url)}: {type(error).__name__}"
             ) from None

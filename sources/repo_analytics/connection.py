@@ -1,5 +1,6 @@
-"""The HTTP layer under `ApiClient`: urllib3's connection pools, the redirects a request
-follows (never to plain HTTP, the credentials only to the host asked), and the answer.
+"""The HTTP layer under `ApiClient`: direct connections (`direct.py`) or urllib3's proxy
+pools, the redirects a request follows (never to plain HTTP, the credentials only to the host
+asked), and the answer.
 
 requests spent ~0.18 ms of Python per request on top of urllib3 (preparing the request,
 merging the session's settings, hooks, cookies, its adapter): a quarter of a nightly's
@@ -11,6 +12,7 @@ redirects as requests follows them, gzip, and bodies read whole or streamed.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
@@ -21,13 +23,14 @@ import urllib3
 from requests.utils import requote_uri
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
+from .direct import BodyError, DirectConnections, DirectResponse
 from .errors import DowngradeError, FatalApiError, bare_url
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MOST_REDIRECTS = 30  # requests' own bound
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # errors while a body is read: a reset, a read timeout, fewer bytes than Content-Length
-BODY_ERRORS = (ProtocolError, ReadTimeoutError, DecodeError, OSError)
+BODY_ERRORS = (ProtocolError, ReadTimeoutError, DecodeError, OSError, BodyError)
 
 
 class BrokenBody(Exception):
@@ -38,7 +41,12 @@ class Reply:
     """An answer: status, headers, the URL it came from (after redirects, `history` the URLs
     before it), its body read whole (`content`) or in chunks (`iter_content`)."""
 
-    def __init__(self, raw: urllib3.BaseHTTPResponse, url: str, history: tuple[str, ...]):
+    def __init__(
+        self,
+        raw: urllib3.BaseHTTPResponse | DirectResponse,
+        url: str,
+        history: tuple[str, ...],
+    ):
         self.raw, self.url, self.history = raw, url, history
         self.status_code = raw.status
         self.headers = raw.headers
@@ -107,6 +115,10 @@ class Transport:
         tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED"}
         tls["ca_cert_dir" if os.path.isdir(ca) else "ca_certs"] = ca
         self._direct = urllib3.PoolManager(maxsize=connections, **tls)
+        context = ssl.create_default_context(
+            **{"capath" if os.path.isdir(ca) else "cafile": ca}  # type: ignore[arg-type]
+        )
+        self._connections = DirectConnections(context, connections)
         self._proxied: dict[str, urllib3.ProxyManager] = {}
         for scheme in ("http", "https"):
             proxy = proxies.get(scheme) or proxies.get("all")
@@ -127,10 +139,9 @@ class Transport:
         redirect to plain HTTP."""
         target = with_query(url, params)
         sent = {**self._headers, **headers}
-        limits = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         history: list[str] = []
         while True:
-            raw = self._open(target, sent, limits)
+            raw = self._open(target, sent, timeout)
             location = raw.headers.get("Location") if raw.status in REDIRECT_STATUSES else None
             if not location:
                 return Reply(raw, target, tuple(history))
@@ -153,25 +164,26 @@ class Transport:
             target = following
 
     def _open(
-        self, target: str, headers: Mapping[str, str], limits: urllib3.Timeout
-    ) -> urllib3.BaseHTTPResponse:
-        """One GET of `target`, not followed, its body unread. A direct request goes to its
-        host's pool with the request target alone: the pool manager would parse and encode
-        the whole URL again (a Python loop over every byte of a query with a `%` in it)."""
+        self, target: str, headers: Mapping[str, str], timeout: tuple[float, float]
+    ) -> urllib3.BaseHTTPResponse | DirectResponse:
+        """One GET of `target`, not followed, its body unread: through a proxy (or to an IPv6
+        literal) by urllib3, else on a direct connection (`direct.py`)."""
         parts = urlsplit(target)
-        options: dict[str, Any] = {
-            "headers": headers,
-            "redirect": False,
-            "retries": False,
-            "timeout": limits,
-            "preload_content": False,
-        }
         manager = self._proxied.get(parts.scheme)
-        if manager is not None or "[" in parts.netloc:  # a proxy, an IPv6 literal: its way
-            return (manager or self._direct).urlopen("GET", target, **options)
-        pool = self._direct.connection_from_host(parts.hostname, parts.port, parts.scheme)
+        if manager is not None or "[" in parts.netloc:
+            return (manager or self._direct).urlopen(
+                "GET",
+                target,
+                headers=headers,
+                redirect=False,
+                retries=False,
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+                preload_content=False,
+            )
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return pool.urlopen("GET", path, assert_same_host=False, **options)
+        return self._connections.get(
+            parts.scheme, parts.hostname or "", parts.port, path, headers, timeout
+        )
 
 
 def with_query(url: str, params: Mapping[str, Any] | None) -> str:

@@ -1,0 +1,151 @@
+"""Direct requests over `http.client` (`direct.py`) against a real HTTP server on loopback:
+encoded bodies, connections kept alive, an idle connection the server closed, a refused port.
+
+The simulator sends no encoded bodies and keeps its connections open, so these shapes of real
+hosts are served here by a small server of the standard library.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from sources.repo_analytics.connection import Transport
+from sources.repo_analytics.direct import HostUnreachable
+
+BODY = b"".join(b"%06d,commit-%d,\xc3\xa9\n" % (i, i) for i in range(20_000))  # ~400 KB
+ENCODED = {
+    "identity": BODY,
+    "gzip": gzip.compress(BODY),
+    "deflate": zlib.compress(BODY),  # with its zlib header, as the standard says
+    "raw-deflate": zlib.compress(BODY)[2:-4],  # without it, as some servers send
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        server: Server = self.server  # type: ignore[assignment]
+        with server.lock:
+            again = self.client_address[1] in server.requests
+            if again and server.drop_reused:  # closed on the next request, unanswered
+                server.dropped += 1
+                self.close_connection = True
+                return
+            server.requests.append(self.client_address[1])
+        kind = self.path.strip("/").split("?")[0]
+        body = ENCODED[kind]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/csv")
+        self.send_header("Content-Length", str(len(body)))
+        if kind != "identity":
+            self.send_header("Content-Encoding", kind.replace("raw-", ""))
+        self.end_headers()
+        self.wfile.write(body)
+        if server.close_after_answer:  # closed without saying so: the client finds out later
+            self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.lock = threading.Lock()
+        self.requests: list[int] = []  # the client port of each request
+        self.close_after_answer = False
+        self.drop_reused = False
+        self.dropped = 0
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    served = Server()
+    thread = threading.Thread(target=served.serve_forever, daemon=True)
+    thread.start()
+    yield served
+    served.shutdown()
+    served.server_close()
+
+
+def transport() -> Transport:
+    return Transport({}, True, {}, 4)
+
+
+def url(server: Server, kind: str) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/{kind}"
+
+
+@pytest.mark.parametrize("kind", sorted(ENCODED))
+def test_a_body_is_decoded_whole_and_streamed(server: Server, kind: str) -> None:
+    client = transport()
+    with client.get(url(server, kind), None, {}, (5, 5)) as whole:
+        assert whole.status_code == 200
+        assert whole.content == BODY
+    with client.get(url(server, kind), {"part": 2}, {}, (5, 5)) as streamed:
+        chunks = list(streamed.iter_content(chunk_size=4096))
+    assert len(chunks) > 1 and b"".join(chunks) == BODY
+
+
+def test_one_connection_serves_requests_one_after_another(server: Server) -> None:
+    client = transport()
+    for _ in range(5):
+        with client.get(url(server, "gzip"), None, {}, (5, 5)) as reply:
+            assert reply.content == BODY
+    assert len(server.requests) == 5 and len(set(server.requests)) == 1
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_before_use(server: Server) -> None:
+    """Each answer's connection is closed by the server after it, unannounced: every next
+    request finds its kept connection at its end and opens another, none fails."""
+    server.close_after_answer = True
+    client = transport()
+    for _ in range(4):
+        with client.get(url(server, "identity"), None, {}, (5, 5)) as reply:
+            assert reply.content == BODY
+    assert len(server.requests) == 4 and len(set(server.requests)) == 4
+
+
+def test_a_kept_connection_the_server_drops_on_the_next_request_is_asked_again(
+    server: Server,
+) -> None:
+    """The server closes each kept connection when its next request comes, unanswered (an
+    idle timeout at that moment): the GET is asked again once on a new connection, and
+    nothing fails."""
+    server.drop_reused = True
+    client = transport()
+    for _ in range(3):
+        with client.get(url(server, "gzip"), None, {}, (5, 5)) as reply:
+            assert reply.content == BODY
+    assert server.dropped == 2
+    assert len(server.requests) == 3 and len(set(server.requests)) == 3
+
+
+def test_a_port_nobody_listens_on_is_unreachable() -> None:
+    with socket.socket() as probe:  # a free port, closed again
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(HostUnreachable):
+        transport().get(f"http://127.0.0.1:{port}/identity", None, {}, (5, 5))
+
+
+def test_a_body_read_halfway_closes_its_connection(server: Server) -> None:
+    """A reply closed before its body's end does not give its connection back: the next
+    request opens another and reads its answer whole."""
+    client = transport()
+    with client.get(url(server, "identity"), None, {}, (5, 5)) as partial:
+        next(partial.iter_content(chunk_size=1024))
+    with client.get(url(server, "identity"), None, {}, (5, 5)) as reply:
+        assert reply.content == BODY
+    assert len(set(server.requests)) == 2
