@@ -4,10 +4,11 @@ urllib3 spent ~0.17 ms of Python per request on top of `http.client` (its respon
 header dictionary, parsing the target again and percent-encoding it byte by byte, the pool's
 bookkeeping): on the medium self-hosted nightly, 2,947 requests of small answers, that is half
 a second of a run bound by one core. What a direct request needs of it is here: connections
-kept alive per host (one found closed by the host is replaced before it is used, or after,
-when the host closed it just then: the GET is asked again once, on a new connection), TLS
-verified against the CA bundle with the host's name, separate connect and read timeouts, and
-gzip or deflate bodies. A request through a proxy goes through urllib3 (`connection.Transport`).
+kept alive per host (one found closed by the host is replaced before it is used; one the host
+closes just as it is used fails like any dropped connection, and the client's retry asks
+again, as with urllib3), TLS verified against the CA bundle with the host's name, separate
+connect and read timeouts, and gzip or deflate bodies. A request through a proxy goes through
+urllib3 (`connection.Transport`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import ssl
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-
-# a kept connection the host closed between the check and the request: no answer began
-DROPPED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
 class HostUnreachable(OSError):
@@ -133,22 +131,14 @@ class DirectConnections:
         Raises `HostUnreachable`, `TimeoutError`, `ssl.SSLError`, `OSError` or
         `http.client.HTTPException`."""
         key = (scheme, host, port)
-        conn = self._take(key)
-        if conn is not None:
-            try:
-                raw = self._ask(conn, target, headers, timeout[1])
-            except DROPPED:  # the host closed it as it was taken: a GET is asked again
-                conn = None
-        if conn is None:
-            conn = self._open(scheme, host, port, timeout[0])
-            raw = self._ask(conn, target, headers, timeout[1])
-        kept = conn
+        conn = self._take(key) or self._open(scheme, host, port, timeout[0])
+        raw = self._ask(conn, target, headers, timeout[1])
 
         def release(answer: http.client.HTTPResponse) -> None:
-            if answer.isclosed() and not answer.will_close and kept.sock is not None:
-                self._give_back(key, kept)
+            if answer.isclosed() and not answer.will_close and conn.sock is not None:
+                self._give_back(key, conn)
             else:
-                kept.close()
+                conn.close()
 
         return DirectResponse(raw, release)
 
