@@ -69,6 +69,19 @@ def run_default_load(
     )
 
 
+def assert_commits_of_the_range(sim: Simulator, db_file: Path) -> None:
+    """The file's commits are the truth's of [START, END), read as a BI tool reads them."""
+
+    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        names = ", ".join(f'"{c}"' for c in columns)
+        with duckdb.connect(str(db_file), read_only=True) as con:
+            return con.execute(f"SELECT {names} FROM repo_analytics.{table}").fetchall()
+
+    assert_rows_equal_truth(
+        read, sim, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
+    )
+
+
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[Simulator]:
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
@@ -88,15 +101,7 @@ def test_a_load_on_the_default_file_lands_and_reads_by_dataset(
     assert sorted(p.name for p in tmp_path.glob("*.duckdb")) == ["repo-analytics.duckdb"]
     assert (tmp_path / "repo-analytics.report.json").is_file()
     db_file = tmp_path / "repo-analytics.duckdb"
-
-    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
-        names = ", ".join(f'"{c}"' for c in columns)
-        with duckdb.connect(str(db_file), read_only=True) as con:
-            return con.execute(f"SELECT {names} FROM repo_analytics.{table}").fetchall()
-
-    assert_rows_equal_truth(
-        read, cloud, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
-    )
+    assert_commits_of_the_range(cloud, db_file)
 
 
 def loads_in(db_file: Path) -> int:
@@ -124,15 +129,7 @@ def test_a_relative_file_is_the_working_folder_s_not_the_first_run_s(
     db_file = second / "repo-analytics.duckdb"
     assert (second / "repo-analytics.report.json").is_file()
     assert loads_in(first / "repo-analytics.duckdb") == loads_of_first
-
-    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
-        names = ", ".join(f'"{c}"' for c in columns)
-        with duckdb.connect(str(db_file), read_only=True) as con:
-            return con.execute(f"SELECT {names} FROM repo_analytics.{table}").fetchall()
-
-    assert_rows_equal_truth(
-        read, cloud, "cloud", required=(START, END), allowed=(START - SLACK, END), prs=False
-    )
+    assert_commits_of_the_range(cloud, db_file)
 
 
 def test_a_relative_parquet_folder_is_the_working_folder_s(
