@@ -60,11 +60,11 @@ class DirectResponse:
     urllib3's: status, headers, the body read whole or streamed, the connection given back
     once the body was read to its end (closed otherwise)."""
 
-    def __init__(
-        self, raw: http.client.HTTPResponse, release: Callable[[http.client.HTTPResponse], None]
-    ) -> None:
+    def __init__(self, raw: http.client.HTTPResponse, release: Callable[[bool], None]) -> None:
+        """`release(reusable)` gives the connection back (True) or closes it (False)."""
         self._raw = raw
-        self._release: Callable[[http.client.HTTPResponse], None] | None = release
+        self._release: Callable[[bool], None] | None = release
+        self._ended = False  # the body was read to its end: the connection can serve again
         self.status = raw.status
         self.headers = raw.msg
         encoding = (raw.getheader("Content-Encoding") or "").strip().lower()
@@ -78,6 +78,7 @@ class DirectResponse:
                 data = self._decoder.feed(data) + self._decoder.end()
         except (http.client.HTTPException, zlib.error) as error:
             raise BodyError(type(error).__name__) from None
+        self._ended = True
         return data
 
     def stream(self, chunk_size: int) -> Iterator[bytes]:
@@ -92,10 +93,12 @@ class DirectResponse:
                 yield rest
         except (http.client.HTTPException, zlib.error) as error:
             raise BodyError(type(error).__name__) from None
+        self._ended = True
 
     def drain_conn(self) -> None:
         """The rest of the body read and dropped, so the connection can serve again."""
         self._raw.read()
+        self._ended = True
 
     def release_conn(self) -> None:
         """The connection back to its host's idle ones when the body was read to its end,
@@ -103,7 +106,7 @@ class DirectResponse:
         once)."""
         release, self._release = self._release, None
         if release is not None:
-            release(self._raw)
+            release(self._ended and not self._raw.will_close)
 
     def close(self) -> None:
         self._raw.close()
@@ -134,10 +137,10 @@ class DirectConnections:
         conn = self._take(key) or self._open(scheme, host, port, timeout[0])
         raw = self._ask(conn, target, headers, timeout[1])
 
-        def release(answer: http.client.HTTPResponse) -> None:
-            if answer.isclosed() and not answer.will_close and conn.sock is not None:
+        def release(reusable: bool) -> None:
+            if reusable and conn.sock is not None:
                 self._give_back(key, conn)
-            else:
+            else:  # the rest of a body unread, or the host closes it
                 conn.close()
 
         return DirectResponse(raw, release)
