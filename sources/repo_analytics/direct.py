@@ -155,7 +155,7 @@ class DirectConnections:
         """The GET sent on `conn` and its answer's head read; `conn` closed if that failed."""
         try:
             conn.sock.settimeout(read_timeout)  # type: ignore[union-attr]
-            conn.request("GET", target, headers=dict(headers))
+            conn.request("GET", target, headers=headers)
             return conn.getresponse()
         except BaseException:
             conn.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             server.requests.append(self.client_address[1])
+            server.hosts.append(self.headers["Host"])
         kind = self.path.strip("/").split("?")[0]
         body = ENCODED[kind]
         self.send_response(200)
@@ -60,28 +62,38 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
+    def __init__(self, address: str = "127.0.0.1") -> None:
+        self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        super().__init__((address, 0), Handler)
         self.lock = threading.Lock()
         self.requests: list[int] = []  # the client port of each request
+        self.hosts: list[str] = []  # the Host header of each request
         self.close_after_answer = False
         self.drop_reused = False
         self.dropped = 0
         self.closed = threading.Event()  # set each time the server closed a connection
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up: quiet
+            super().handle_error(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         super().shutdown_request(request)
         self.closed.set()
 
 
-@pytest.fixture
-def server() -> Iterator[Server]:
-    served = Server()
+def serving(address: str) -> Iterator[Server]:
+    served = Server(address)
     thread = threading.Thread(target=served.serve_forever, daemon=True)
     thread.start()
     yield served
     served.shutdown()
     served.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    yield from serving("127.0.0.1")
 
 
 def transport() -> Transport:
@@ -101,6 +113,16 @@ def test_a_body_is_decoded_whole_and_streamed(server: Server, kind: str) -> None
     with client.get(url(server, kind), {"part": 2}, {}, (5, 5)) as streamed:
         chunks = list(streamed.iter_content(chunk_size=4096))
     assert len(chunks) > 1 and b"".join(chunks) == BODY
+
+
+def test_an_ipv6_literal_host_is_asked_directly() -> None:
+    """`http://[::1]:PORT/`: the connection goes to the address, the Host header keeps the
+    brackets, and the body reads whole."""
+    for served in serving("::1"):
+        port = served.server_address[1]
+        with transport().get(f"http://[::1]:{port}/gzip", None, {}, (5, 5)) as reply:
+            assert reply.status_code == 200 and reply.content == BODY
+        assert served.hosts == [f"[::1]:{port}"]
 
 
 def test_one_connection_serves_requests_one_after_another(server: Server) -> None:
