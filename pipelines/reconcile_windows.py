@@ -122,6 +122,12 @@ def confirmed_by_top_level(
     return Measures(commits, pull_requests)
 
 
+# the columns of the list tables that `WindowTotals` reads besides the repository key, the
+# source and the commit time (`reconcile.columns_read` names every column reconciliation reads)
+LINES_ADDED = "lines_added"
+PR_STATE = "state"
+PR_UPDATED = "updated_at"
+
 RepositoryJob = tuple[tuple[str, ...], datetime, datetime, Measures]  # names, window, families
 
 
@@ -221,8 +227,8 @@ class WindowTotals:
         """Pull requests updated in the window, by state."""
         found = self.asked(
             "pull_requests",
-            f"SELECT {self.key}, lower(state), count(*) FROM {self.checks.pr_table} "
-            f"WHERE {SOURCE} = ? AND updated_at >= ? AND updated_at < ? GROUP BY ALL",
+            f"SELECT {self.key}, lower({PR_STATE}), count(*) FROM {self.checks.pr_table} "
+            f"WHERE {SOURCE} = ? AND {PR_UPDATED} >= ? AND {PR_UPDATED} < ? GROUP BY ALL",
             [self.source, self.start, self.end],
             len(self.spec.repository_key) + 1,
         )
@@ -238,7 +244,7 @@ class WindowTotals:
     def grouped(self, name: str, where: str, params: list[Any]) -> dict[tuple[Any, ...], list[Any]]:
         return self.asked(
             name,
-            f"SELECT {self.key}, count(*), coalesce(sum(lines_added), 0) "
+            f"SELECT {self.key}, count(*), coalesce(sum({LINES_ADDED}), 0) "
             f"FROM {self.checks.commit_table} WHERE {SOURCE} = ? AND {where} GROUP BY ALL",
             [self.source, *params],
             len(self.spec.repository_key),

@@ -13,7 +13,7 @@ duplicate row). The lock dies with its connection, so a killed process never hol
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -135,23 +135,31 @@ def load_workers(pipeline: dlt.Pipeline) -> int:
     return DUCKDB_LOAD_WORKERS if destination_name(pipeline) == "duckdb" else DLT_LOAD_WORKERS
 
 
-def warehouse_tables(pipeline: dlt.Pipeline, names: tuple[str, ...]) -> dict[str, Any]:
-    """The dataset's tables of those names that exist, each read whole as an Arrow table
-    through dlt's SQL client (the reconciliation compares them in DuckDB)."""
+def warehouse_tables(
+    pipeline: dlt.Pipeline, names: tuple[str, ...], columns: Mapping[str, Collection[str]]
+) -> dict[str, Any]:
+    """The dataset's tables of those names that exist, each read as an Arrow table of those
+    of its `columns` (by table) it has, through dlt's SQL client (the reconciliation compares
+    them in DuckDB)."""
     found: dict[str, Any] = {}
     with pipeline.sql_client() as client:
-        present = {
-            row[0]
-            for row in client.execute_sql(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-                client.fully_qualified_dataset_name(quote=False),
+        dataset = client.fully_qualified_dataset_name(quote=False)
+        present: dict[str, list[str]] = {}
+        for table, column in (
+            client.execute_sql(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+                dataset,
             )
             or ()
-        }
+        ):
+            present.setdefault(table, []).append(column)
         for name in names:
-            if name in present:
+            kept = [c for c in present.get(name, ()) if c in columns.get(name, ())]
+            if kept:
+                listed = ", ".join(client.escape_column_name(c) for c in kept)
                 with client.execute_query(
-                    f"SELECT * FROM {client.make_qualified_table_name(name)}"
+                    f"SELECT {listed} FROM {client.make_qualified_table_name(name)}"
                 ) as cursor:
                     found[name] = cursor.arrow()
     return found
