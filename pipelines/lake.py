@@ -100,13 +100,12 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
     """(owner key, position) of each child row written before its owner's newest load."""
     key = [*child.parent_key]
     with duckdb.connect() as con:
-        con.register("children", children.to_pyarrow_dataset())
+        con.execute(f"CREATE VIEW children AS SELECT * FROM {scan(con, children, 'child_rows')}")
         names = ", ".join(f'"{c}"' for c in key)
         owners = []
         for index, root in enumerate(roots):
             if has_load_ids(root):
-                con.register(f"root_{index}", root.to_pyarrow_dataset())
-                owners.append(f"SELECT {names}, {LOAD_ID} FROM root_{index}")
+                owners.append(f"SELECT {names}, {LOAD_ID} FROM {scan(con, root, f'root_{index}')}")
         picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
         if not owners:
             return con.sql(f"SELECT {picked} FROM children c LIMIT 0").to_arrow_table()
@@ -117,3 +116,25 @@ def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
             f"SELECT {picked} FROM children c JOIN owner o ON {joined} "
             f"WHERE CAST(c.{LOAD_ID} AS DOUBLE) < o.newest"
         ).to_arrow_table()
+
+
+def scan(con: duckdb.DuckDBPyConnection, table: Any, name: str) -> str:
+    """What a query reads `table` from: DuckDB's own Parquet reader over the Delta table's
+    current files where that reads it as Delta does (local files, no partition columns,
+    deletion vectors or column mapping), else its Arrow dataset, registered as `name`. The
+    dataset, read through Arrow's scanner, took the pruning of the large self-hosted year's
+    tables from 114 to 760-821 MB; DuckDB's reader, 451 MB in 1.2 s instead of 1.5 s."""
+    files = table.file_uris()
+    metadata = table.metadata()
+    features = table.protocol().reader_features or ()
+    if (
+        files
+        and all(f.startswith("/") for f in files)
+        and not metadata.partition_columns
+        and "deletionVectors" not in features
+        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none"
+    ):
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        return f"read_parquet([{listed}], union_by_name = true)"
+    con.register(name, table.to_pyarrow_dataset())
+    return name
