@@ -120,9 +120,8 @@ def reconcile_pipeline(
             lock_wait(source_args),
             NOT_RECONCILED,
         )
-    statistics = [repository_table(spec, c.resource) for c in checks.statistics]
-    needed = (checks.commit_table, checks.pr_table, *filter(None, statistics))
-    columns = columns_read(spec, checks)
+    columns = columns_read(spec, checks)  # the tables compared, each with what is read of it
+    needed = tuple(columns)
     if name == "filesystem":
         # a table, not a dataset: filters pushed into the dataset fail on string_view
         tables = {
