@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Iterator, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlencode, urljoin, urlsplit
@@ -116,8 +117,8 @@ class Transport:
         folder = os.path.isdir(ca)
         tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED"}
         tls["ca_cert_dir" if folder else "ca_certs"] = ca
-        context = ssl.create_default_context(
-            cafile=None if folder else ca, capath=ca if folder else None
+        context = partial(
+            ssl.create_default_context, cafile=None if folder else ca, capath=ca if folder else None
         )
         self._connections = DirectConnections(context, connections)
         self._proxied: dict[str, urllib3.ProxyManager] = {}

@@ -116,8 +116,11 @@ class DirectConnections:
     """Idle connections per host (scheme, name, port), at most `keep` of each; more are
     opened when all are busy and closed when given back beyond `keep`."""
 
-    def __init__(self, tls: ssl.SSLContext, keep: int) -> None:
-        self._tls, self._keep = tls, keep
+    def __init__(self, tls: Callable[[], ssl.SSLContext], keep: int) -> None:
+        # the TLS context is made at the first HTTPS connection: loading a CA bundle takes
+        # 40-150 ms of a run's Python time, for each window's client of a backfill
+        self._make_tls, self._keep = tls, keep
+        self._tls: ssl.SSLContext | None = None
         self._idle: dict[tuple[str, str, int | None], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 
@@ -166,7 +169,7 @@ class DirectConnections:
     ) -> http.client.HTTPConnection:
         if scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, port, timeout=connect_timeout, context=self._tls
+                host, port, timeout=connect_timeout, context=self._tls_context()
             )
         else:
             conn = http.client.HTTPConnection(host, port, timeout=connect_timeout)
@@ -179,6 +182,12 @@ class DirectConnections:
             conn.close()
             raise
         return conn
+
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._tls is None:
+                self._tls = self._make_tls()
+            return self._tls
 
     def _take(self, key: tuple[str, str, int | None]) -> http.client.HTTPConnection | None:
         """An idle connection the host has not closed meanwhile (a readable idle socket is
