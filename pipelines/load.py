@@ -129,18 +129,20 @@ def run_load(
     views: bool = True,
     report: RunReport | None = None,
     restore: bool = True,
+    adopt: bool = True,
     **source_args: Any,
 ) -> LoadResult:
     """Extract, normalise and load once; a crashed run's packages are finished first.
 
     `report` collects the run's counts (a new one when not given). `restore=False` skips
     asking the destination for newer state: a backfill asks once, before its first window
-    (its later windows follow its own loads).
+    (its later windows follow its own loads). `adopt=False`: the run follows a backfill's
+    windows, the first of which gave an older version's dataset the source column.
     """
     report = report if report is not None else RunReport()
     try:
         extracted = extract_run(pipeline, report, restore=restore, **source_args)
-        normalize_run(extracted)
+        normalize_run(extracted, adopt=adopt)
         # dlt keeps the package; one process at a time into a shared warehouse
         info = waiting(lambda: locked_load(pipeline), extracted.wait, EXTRACTED_KEPT)
         report.load_ids = list(info.loads_ids)
@@ -321,16 +323,25 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
 def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     """State from the destination when it is newer than the working folder's (a lost or
     stale folder), as `pipeline.run` would; nothing to restore before the first load. A
-    DuckDB file another process holds is waited for (`wait`, as in `settle_pending`)."""
+    DuckDB file another process holds is waited for (`wait`, as in `settle_pending`).
+
+    The pinned schema is imported first (`import_once`): dlt's sync otherwise parses its
+    YAML twice more (0.2 s of a nightly run). A state restored from the destination brings
+    the destination's schemas, which are then compared with the pin again, as before."""
+    pinned = import_once(pipeline)
+    before = pipeline.state.get("_version_hash")
     try:
         waiting(pipeline.sync_destination, lock_wait({WAIT_KEY: wait}), NOTHING_EXTRACTED)
     except DuckDBFileHeld:
         raise
     except Exception:  # noqa: BLE001 - the dataset does not exist yet
         pass
+    if pinned is not None and pipeline.state.get("_version_hash") != before:
+        pipeline.schemas.config.import_schema_path = pinned
+        import_once(pipeline)
 
 
-def import_once(pipeline: dlt.Pipeline) -> None:
+def import_once(pipeline: dlt.Pipeline) -> str | None:
     """Import the pinned schema now (when new or changed), and not again in this process.
 
     dlt compares the import file with the stored schema each time it reads the schema from
@@ -338,20 +349,21 @@ def import_once(pipeline: dlt.Pipeline) -> None:
     third of a year's backfill's Python time went there, and 0.8 s of an 11 s nightly run.
     A run lasts seconds to hours in one process, in which the file does not change; the next
     run reads it again. Without a pinned file yet (the first run) dlt keeps the path, to
-    write the pin when the run's first step ends."""
+    write the pin when the run's first step ends. Returns the import folder it unset, if
+    it did."""
     config = pipeline.schemas.config
-    if not config.import_schema_path:
-        return
-    pinned = Path(config.import_schema_path) / (
-        f"{SCHEMA_NAME}.schema.{config.external_schema_format}"
-    )
+    folder = config.import_schema_path
+    if not folder:
+        return None
+    pinned = Path(folder) / f"{SCHEMA_NAME}.schema.{config.external_schema_format}"
     if not pinned.is_file():
-        return
+        return None
     try:
         pipeline.schemas.load_schema(SCHEMA_NAME)
     except SchemaNotFoundError:
         pass  # nothing pinned under this name
     config.import_schema_path = None  # type: ignore[assignment]
+    return folder
 
 
 def run_options(pipeline: dlt.Pipeline) -> dict[str, Any]:

@@ -9,6 +9,7 @@ DuckDB files under tmp_path; the command's working directory is tmp_path and no
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,3 +173,37 @@ def test_an_edited_pinned_schema_is_imported_by_the_next_run(
     assert again.returncode == 0, again.stdout + again.stderr
     columns = yaml.safe_load(exported.read_text())["tables"]["cloud_commits"]["columns"]
     assert columns["analyst_note"]["data_type"] == "text"
+
+
+def test_a_pin_edited_while_the_working_folder_was_lost_is_imported(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    """A run whose working folder is gone takes the destination's state and schemas; the
+    pin, edited meanwhile, is then imported into them (the pin is read before the state is
+    restored, and again after it)."""
+    command = (*WEEK_LOAD, "--resources", "commits")
+    done = run_in(tmp_path, sim, *command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pinned = tmp_path / "schemas" / "import" / "repo_analytics.schema.yaml"
+    schema = yaml.safe_load(pinned.read_text())
+    schema["tables"]["cloud_commits"]["columns"]["analyst_note"] = {
+        "data_type": "text",
+        "nullable": True,
+    }
+    pinned.write_text(yaml.safe_dump(schema))
+    shutil.rmtree(tmp_path / "pipelines")
+    again = run_in(tmp_path, sim, *command)
+    assert again.returncode == 0, again.stdout + again.stderr
+    exported = tmp_path / "schemas" / "export" / "repo_analytics.schema.yaml"
+    columns = yaml.safe_load(exported.read_text())["tables"]["cloud_commits"]["columns"]
+    assert columns["analyst_note"]["data_type"] == "text"
+    with duckdb.connect(str(tmp_path / "data.duckdb"), read_only=True) as con:
+        names = {
+            name
+            for (name,) in con.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = ? AND table_name = 'cloud_commits'",
+                [DATASET],
+            ).fetchall()
+        }
+    assert "analyst_note" in names
