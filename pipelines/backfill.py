@@ -321,4 +321,14 @@ def seed_nightly_cursors(
             for name, keys in window.result.report.planned.items():
                 cursors.setdefault(name, {}).update(dict.fromkeys(keys, end))
     if cursors:
-        run_load(pipeline, views=False, now=clock, nightly_cursors=cursors, **source_args)
+        # the backfill's own loads are the destination's newest state, and its first window
+        # adopted an older version's tables
+        run_load(
+            pipeline,
+            views=False,
+            restore=False,
+            adopt=False,
+            now=clock,
+            nightly_cursors=cursors,
+            **source_args,
+        )
