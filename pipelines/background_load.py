@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import dlt
@@ -30,6 +31,7 @@ from dlt.common.configuration.specs.config_section_context import ConfigSectionC
 from dlt.common.destination.exceptions import WithJobError
 from dlt.common.pipeline import LoadInfo
 from dlt.common.runners import pool_runner
+from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 from dlt.load import Load
 from dlt.load.configuration import LoaderConfiguration
 from dlt.load.exceptions import LoadPackageAborted
@@ -86,7 +88,8 @@ class BackgroundLoad:
 
                 def load() -> None:
                     step = self._new_step()
-                    pool_runner.run_pool(step.config, step)
+                    with open_between_jobs(self.client_config):
+                        pool_runner.run_pool(step.config, step)
 
                 waiting(load, self.wait, EXTRACTED_KEPT)
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
@@ -99,6 +102,30 @@ class BackgroundLoad:
         raises it. A step of dlt's trace named `load`, as `pipeline.load()` records."""
         with self.held:
             return _finished_load(self.pipeline, self)
+
+
+@contextmanager
+def open_between_jobs(client_config: Any) -> Iterator[None]:
+    """A DuckDB file open from the load's first job to its last. dlt's pool of connections
+    closes the database whenever no job holds a connection, and opens it again for the next
+    job: each close checkpoints the file (medium cloud lists: ~2 s of closing and ~1.7 s of
+    opening, in the load's threads). Other destinations: nothing."""
+    pool = getattr(getattr(client_config, "credentials", None), "conn_pool", None)
+    if not isinstance(pool, DuckDbConnectionPool):
+        yield
+        return
+    held = pool.borrow_conn()
+    try:
+        yield
+    finally:
+        pool.return_conn(held)
+
+
+def load_now(pipeline: dlt.Pipeline, wait: float) -> LoadInfo:
+    """`pipeline.load()` under the dataset's load lock, as `warehouse.locked_load`, with a
+    DuckDB file open from the load's first job to its last (`open_between_jobs`): the
+    background load, waited for at once."""
+    return BackgroundLoad(pipeline, wait).finish()
 
 
 def load_section(pipeline: dlt.Pipeline) -> Any:

@@ -15,6 +15,7 @@ from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
 
+from pipelines.background_load import load_now
 from pipelines.duckdb_file import (
     EXTRACTED_KEPT,
     NOTHING_EXTRACTED,
@@ -144,7 +145,7 @@ def run_load(
         extracted = extract_run(pipeline, report, restore=restore, **source_args)
         normalize_run(extracted, adopt=adopt)
         # dlt keeps the package; one process at a time into a shared warehouse
-        info = waiting(lambda: locked_load(pipeline), extracted.wait, EXTRACTED_KEPT)
+        info = load_now(pipeline, extracted.wait)
         report.load_ids = list(info.loads_ids)
         after_load(extracted)
         if views and pipeline.destination.destination_name == "duckdb":
