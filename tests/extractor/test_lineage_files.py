@@ -152,6 +152,17 @@ def test_schemas_are_written_in_the_working_directory(sim: Simulator, tmp_path: 
     assert after == before
 
 
+def add_a_column_to_the_pin(folder: Path) -> None:
+    """A user's edit of the pinned schema in `folder`: a column `analyst_note` on commits."""
+    pinned = folder / "schemas" / "import" / "repo_analytics.schema.yaml"
+    schema = yaml.safe_load(pinned.read_text())
+    schema["tables"]["cloud_commits"]["columns"]["analyst_note"] = {
+        "data_type": "text",
+        "nullable": True,
+    }
+    pinned.write_text(yaml.safe_dump(schema))
+
+
 def test_an_edited_pinned_schema_is_imported_by_the_next_run(
     sim: Simulator, tmp_path: Path
 ) -> None:
@@ -160,13 +171,7 @@ def test_an_edited_pinned_schema_is_imported_by_the_next_run(
     command = (*WEEK_LOAD, "--resources", "commits")
     done = run_in(tmp_path, sim, *command)
     assert done.returncode == 0, done.stdout + done.stderr
-    pinned = tmp_path / "schemas" / "import" / "repo_analytics.schema.yaml"
-    schema = yaml.safe_load(pinned.read_text())
-    schema["tables"]["cloud_commits"]["columns"]["analyst_note"] = {
-        "data_type": "text",
-        "nullable": True,
-    }
-    pinned.write_text(yaml.safe_dump(schema))
+    add_a_column_to_the_pin(tmp_path)
     exported = tmp_path / "schemas" / "export" / "repo_analytics.schema.yaml"
     assert "analyst_note" not in exported.read_text()
     again = run_in(tmp_path, sim, *command)
@@ -184,13 +189,7 @@ def test_a_pin_edited_while_the_working_folder_was_lost_is_imported(
     command = (*WEEK_LOAD, "--resources", "commits")
     done = run_in(tmp_path, sim, *command)
     assert done.returncode == 0, done.stdout + done.stderr
-    pinned = tmp_path / "schemas" / "import" / "repo_analytics.schema.yaml"
-    schema = yaml.safe_load(pinned.read_text())
-    schema["tables"]["cloud_commits"]["columns"]["analyst_note"] = {
-        "data_type": "text",
-        "nullable": True,
-    }
-    pinned.write_text(yaml.safe_dump(schema))
+    add_a_column_to_the_pin(tmp_path)
     shutil.rmtree(tmp_path / "pipelines")
     again = run_in(tmp_path, sim, *command)
     assert again.returncode == 0, again.stdout + again.stderr
