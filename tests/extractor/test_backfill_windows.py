@@ -245,14 +245,15 @@ def test_a_load_that_fails_behind_the_next_window_stops_there_and_the_rerun_land
     sim, windows = slow_sim, planned_windows()
     loader = Loader(sim, tmp_path)
     holders, readers = Holders(), []
-    real_run = Load.run
+    real_init = Load.__init__
 
-    def held_once(self: Load, pool: Any) -> Any:
-        if not readers:  # the first window's load: a reader takes the file first
+    def held_once(self: Load, *args: Any, **kwargs: Any) -> None:
+        # the first window's load step is made: a reader takes the file before it opens it
+        if not readers:
             readers.append(holders.hold(loader.db_file))
-        return real_run(self, pool)
+        real_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(Load, "run", held_once)
+    monkeypatch.setattr(Load, "__init__", held_once)
     before = sim.requests()["total"]
     try:
         with pytest.raises(DuckDBFileHeld) as caught:
