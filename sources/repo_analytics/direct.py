@@ -1,9 +1,10 @@
-"""Direct requests: GETs over `http.client`, their connections kept open per host.
+"""Direct requests: GETs over `http11` connections, kept open per host.
 
 urllib3 spent ~0.17 ms of Python per request on top of `http.client` (its response wrapper and
 header dictionary, parsing the target again and percent-encoding it byte by byte, the pool's
-bookkeeping): on the medium self-hosted nightly, 2,947 requests of small answers, that is half
-a second of a run bound by one core. What a direct request needs of it is here: connections
+bookkeeping), and `http.client` itself ~0.44 ms (see `http11`): on the medium self-hosted
+nightly, 2,947 requests of small answers, a run bound by one core. What a direct request
+needs of them is here: connections
 kept alive per host (one found closed by the host is replaced before it is used; one the host
 closes just as it is used fails like any dropped connection, and the client's retry asks
 again, as with urllib3), TLS verified against the CA bundle with the host's name, separate
@@ -20,6 +21,8 @@ import ssl
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping
+
+from sources.repo_analytics.http11 import Answer, Http11Connection
 
 
 class HostUnreachable(OSError):
@@ -60,14 +63,14 @@ class DirectResponse:
     urllib3's: status, headers, the body read whole or streamed, the connection given back
     once the body was read to its end (closed otherwise)."""
 
-    def __init__(self, raw: http.client.HTTPResponse, release: Callable[[bool], None]) -> None:
+    def __init__(self, raw: Answer, release: Callable[[bool], None]) -> None:
         """`release(reusable)` gives the connection back (True) or closes it (False)."""
         self._raw = raw
         self._release: Callable[[bool], None] | None = release
         self._ended = False  # the body was read to its end: the connection can serve again
         self.status = raw.status
-        self.headers = raw.msg
-        encoding = (raw.getheader("Content-Encoding") or "").strip().lower()
+        self.headers = raw.headers
+        encoding = raw.headers.get("Content-Encoding", "").strip().lower()
         self._decoder = Decoder(encoding) if encoding in ("gzip", "deflate") else None
 
     def read(self) -> bytes:
@@ -121,7 +124,7 @@ class DirectConnections:
         # 40-150 ms of a run's Python time, for each window's client of a backfill
         self._make_tls, self._keep = tls, keep
         self._tls: ssl.SSLContext | None = None
-        self._idle: dict[tuple[str, str, int | None], list[http.client.HTTPConnection]] = {}
+        self._idle: dict[tuple[str, str, int | None], list[Http11Connection]] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -150,38 +153,22 @@ class DirectConnections:
 
     @staticmethod
     def _ask(
-        conn: http.client.HTTPConnection,
-        target: str,
-        headers: Mapping[str, str],
-        read_timeout: float,
-    ) -> http.client.HTTPResponse:
+        conn: Http11Connection, target: str, headers: Mapping[str, str], read_timeout: float
+    ) -> Answer:
         """The GET sent on `conn` and its answer's head read; `conn` closed if that failed."""
         try:
-            conn.sock.settimeout(read_timeout)  # type: ignore[union-attr]
-            conn.request("GET", target, headers=headers)
-            return conn.getresponse()
+            return conn.ask(target, headers, read_timeout)
         except BaseException:
             conn.close()
             raise
 
     def _open(
         self, scheme: str, host: str, port: int | None, connect_timeout: float
-    ) -> http.client.HTTPConnection:
-        if scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, port, timeout=connect_timeout, context=self._tls_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=connect_timeout)
+    ) -> Http11Connection:
         try:
-            conn.connect()
+            return Http11Connection.open(scheme, host, port, connect_timeout, self._tls_context)
         except (ConnectionRefusedError, socket.gaierror) as error:
-            conn.close()
             raise HostUnreachable(str(error)) from None
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
     def _tls_context(self) -> ssl.SSLContext:
         with self._lock:
@@ -189,7 +176,7 @@ class DirectConnections:
                 self._tls = self._make_tls()
             return self._tls
 
-    def _take(self, key: tuple[str, str, int | None]) -> http.client.HTTPConnection | None:
+    def _take(self, key: tuple[str, str, int | None]) -> Http11Connection | None:
         """An idle connection the host has not closed meanwhile (a readable idle socket is
         one at its end), or None."""
         while True:
@@ -203,9 +190,7 @@ class DirectConnections:
                 return conn
             conn.close()
 
-    def _give_back(
-        self, key: tuple[str, str, int | None], conn: http.client.HTTPConnection
-    ) -> None:
+    def _give_back(self, key: tuple[str, str, int | None], conn: Http11Connection) -> None:
         with self._lock:
             idle = self._idle.setdefault(key, [])
             if len(idle) < self._keep:

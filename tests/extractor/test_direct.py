@@ -1,5 +1,7 @@
-"""Direct requests over `http.client` (`direct.py`) against a real HTTP server on loopback:
-encoded bodies, connections kept alive, an idle connection the server closed, a refused port.
+"""Direct requests (`direct.py` over `http11.py`) against a real HTTP server on loopback:
+encoded bodies, each framing of a body (a length, chunks, up to the close), an interim 100
+answer, connections kept alive, an idle connection the server closed, a refused port, answers
+that break off or break the limits.
 
 The simulator sends no encoded bodies and keeps its connections open, so these shapes of real
 hosts are served here by a small server of the standard library.
@@ -8,6 +10,7 @@ hosts are served here by a small server of the standard library.
 from __future__ import annotations
 
 import gzip
+import http.client
 import socket
 import sys
 import threading
@@ -18,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sources.repo_analytics.connection import Transport
+from sources.repo_analytics.connection import BrokenBody, Transport
 from sources.repo_analytics.direct import HostUnreachable
 
 BODY = b"".join(b"%06d,commit-%d,\xc3\xa9\n" % (i, i) for i in range(20_000))  # ~400 KB
@@ -43,15 +46,40 @@ class Handler(BaseHTTPRequestHandler):
                 return
             server.requests.append(self.client_address[1])
             server.hosts.append(self.headers["Host"])
-        kind = self.path.strip("/").split("?")[0]
+        framing, _, kind = self.path.strip("/").split("?")[0].rpartition("/")
         body = ENCODED[kind]
+        if framing == "continue":  # an interim answer first
+            self.send_response_only(100)
+            self.end_headers()
         self.send_response(200)
         self.send_header("Content-Type", "text/csv")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("content-type", "text/plain")  # a repeated name: the first counts
         if kind != "identity":
             self.send_header("Content-Encoding", kind.replace("raw-", ""))
-        self.end_headers()
-        self.wfile.write(body)
+        if framing == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for start in range(0, len(body), 7_000):
+                part = body[start : start + 7_000]
+                self.wfile.write(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\nX-Trailer: yes\r\n\r\n")
+        elif framing == "close":  # no length: the body ends where the connection closes
+            self.close_connection = True
+            self.end_headers()
+            self.wfile.write(body)
+        elif framing == "short":  # a length the body never reaches
+            self.close_connection = True
+            self.send_header("Content-Length", str(len(body) + 100))
+            self.end_headers()
+            self.wfile.write(body)
+        elif framing == "many-headers":
+            for number in range(101):
+                self.send_header(f"X-Header-{number}", "x")
+            self.end_headers()
+        else:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         if server.close_after_answer:  # closed without saying so: the client finds out later
             self.close_connection = True
 
@@ -181,3 +209,46 @@ def test_a_body_read_halfway_closes_its_connection(server: Server) -> None:
     with client.get(url(server, "identity"), None, {}, (5, 5)) as reply:
         assert reply.content == BODY
     assert len(set(server.requests)) == 2
+
+
+@pytest.mark.parametrize("kind", ["identity", "gzip"])
+@pytest.mark.parametrize("framing", ["chunked", "close", "continue"])
+def test_each_framing_of_a_body_is_read_whole_and_streamed(
+    server: Server, framing: str, kind: str
+) -> None:
+    """Chunks (with an extension and a trailer), a body up to the connection's close, an
+    interim 100 answer before the final one: the body reads whole and streamed, the first
+    of a repeated header counts, a chunked answer's connection serves the next request and
+    one read up to its close does not."""
+    client = transport()
+    with client.get(url(server, f"{framing}/{kind}"), None, {}, (5, 5)) as whole:
+        assert whole.status_code == 200 and whole.content == BODY
+        assert whole.headers.get("CONTENT-TYPE") == "text/csv"
+    with client.get(url(server, f"{framing}/{kind}"), {"part": 2}, {}, (5, 5)) as streamed:
+        chunks = list(streamed.iter_content(chunk_size=4096))
+    assert len(chunks) > 1 and b"".join(chunks) == BODY
+    assert len(set(server.requests)) == (2 if framing == "close" else 1)
+
+
+def test_a_body_shorter_than_its_length_is_broken(server: Server) -> None:
+    client = transport()
+    with client.get(url(server, "short/identity"), None, {}, (5, 5)) as reply:
+        with pytest.raises(BrokenBody):
+            _ = reply.content
+    with client.get(url(server, "identity"), None, {}, (5, 5)) as reply:
+        assert reply.content == BODY
+    assert len(set(server.requests)) == 2
+
+
+def test_an_answer_with_more_than_100_headers_is_refused(server: Server) -> None:
+    with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
+        transport().get(url(server, "many-headers/identity"), None, {}, (5, 5))
+
+
+def test_a_header_value_with_a_line_break_is_never_sent(server: Server) -> None:
+    """A value that would start a second header (a token pasted with its newline) fails
+    before anything is sent, and the message does not carry the value."""
+    with pytest.raises(ValueError, match="invalid header 'Authorization'") as raised:
+        transport().get(url(server, "identity"), None, {"Authorization": "t0k\r\nX: 1"}, (5, 5))
+    assert "t0k" not in str(raised.value)
+    assert server.requests == []
