@@ -4,9 +4,10 @@ asked), and the answer.
 
 requests spent ~0.18 ms of Python per request on top of urllib3 (preparing the request,
 merging the session's settings, hooks, cookies, its adapter), and urllib3 ~0.17 ms on top of
-`http.client` (`direct.py`). What the run used of them is here: the environment's proxies (read
-once, as requests reads them; urllib3's proxy managers), the CA bundle, timeouts, redirects as
-requests follows them, gzip, and bodies read whole or streamed.
+`http.client` (`direct.py`, now over `http11.py`). What the run used of them is here: the
+environment's proxies (read once, as requests reads them; urllib3's proxy managers), the CA
+bundle, timeouts, redirects as requests follows them, gzip, and bodies read whole or
+streamed.
 """
 
 from __future__ import annotations
