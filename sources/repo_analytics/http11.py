@@ -126,9 +126,12 @@ class Answer:
     def _chunk_size(self) -> int:
         line = read_line(self._reader)
         try:
-            return int(line.split(b";", 1)[0], 16)
+            size = int(line.split(b";", 1)[0], 16)
         except ValueError:
             raise http.client.IncompleteRead(b"") from None
+        if size < 0:
+            raise http.client.IncompleteRead(b"")
+        return size
 
 
 class Http11Connection:

@@ -72,6 +72,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body) + 100))
             self.end_headers()
             self.wfile.write(body)
+        elif framing == "bad-chunk":  # a chunk size that is no size
+            self.close_connection = True
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"-5\r\nabcde\r\n0\r\n\r\n")
         elif framing == "many-headers":
             for number in range(101):
                 self.send_header(f"X-Header-{number}", "x")
@@ -230,9 +235,12 @@ def test_each_framing_of_a_body_is_read_whole_and_streamed(
     assert len(set(server.requests)) == (2 if framing == "close" else 1)
 
 
-def test_a_body_shorter_than_its_length_is_broken(server: Server) -> None:
+@pytest.mark.parametrize("framing", ["short", "bad-chunk"])
+def test_a_body_shorter_than_its_length_or_with_a_bad_chunk_is_broken(
+    server: Server, framing: str
+) -> None:
     client = transport()
-    with client.get(url(server, "short/identity"), None, {}, (5, 5)) as reply:
+    with client.get(url(server, f"{framing}/identity"), None, {}, (5, 5)) as reply:
         with pytest.raises(BrokenBody):
             _ = reply.content
     with client.get(url(server, "identity"), None, {}, (5, 5)) as reply:
