@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -342,6 +343,7 @@ def build_plan(
 
 # HTTPS (issue 13) ------------------------------------------------------------------------------
 CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")  # requests reads these
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")  # no header may carry one
 
 
 def check_ca_bundle(value: Any, scheme: str) -> str | None:
@@ -371,8 +373,17 @@ def pem_file(key: str, path: str) -> str:
 
 
 def check_credentials(edition: EditionSpec, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The first of the edition's credential forms whose settings are all set."""
+    """The first of the edition's credential forms whose settings are all set; one with a
+    line break or another control character (a secret pasted with its newline) is refused
+    here, not at the first request, and never shown."""
     for form in edition.credential_forms:
         if all(values.get(name) for name in form):
+            for name in form:
+                if CONTROL_CHARACTER.search(str(values[name])):
+                    raise ConfigError(
+                        name,
+                        "(hidden: it holds a line break or another control character)",
+                        "the value without them (check the end of the line it was pasted in)",
+                    )
             return {name: values[name] for name in form}
     raise ConfigError("token", "(empty)", edition.credentials_expected)

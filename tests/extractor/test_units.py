@@ -164,6 +164,12 @@ BAD_CONFIG: list[tuple[dict[str, Any], str, str, tuple[str, ...]]] = [
     ),
     ({"token": None}, "token", "(empty)", ("SOURCES__REPO_ANALYTICS__TOKEN", ".dlt/secrets.toml")),
     ({"token": ""}, "token", "(empty)", ("SOURCES__REPO_ANALYTICS__TOKEN",)),
+    (
+        {"token": "t0ken\n"},
+        "token",
+        "(hidden: it holds a line break or another control character)",
+        ("the value without them",),
+    ),
 ]
 
 
