@@ -569,6 +569,23 @@ def finish(result: dict[str, Any], rows: int, tables: dict[str, int] | None = No
     )
 
 
+def backfill_args(
+    sim: SimProcess, workload: str, options: argparse.Namespace, since: str, until: str
+) -> list[str]:
+    """`repo-analytics backfill` and its flags for the workload's year (global flags apart)."""
+    return [
+        "backfill",
+        *source_flags(sim),
+        "--since",
+        since,
+        "--until",
+        until,
+        "--concurrency",
+        str(options.concurrency),
+        *WORKLOADS[workload],
+    ]
+
+
 def warm_up(
     sim: SimProcess, workload: str, options: argparse.Namespace, base: Path, since: str, until: str
 ) -> dict[str, Any]:
@@ -578,17 +595,10 @@ def warm_up(
     others (large self-hosted lists: 21.3 s against 9.0 and 7.9 s)."""
     work = base / f"{workload}-warm-up"
     work.mkdir(parents=True)
-    backfill = ["backfill", *source_flags(sim), "--since", since, "--until", until]
-    cmd = [repo_analytics(), *global_flags(work, "duckdb"), *backfill, *WORKLOADS[workload]]
+    backfill = backfill_args(sim, workload, options, since, until)
+    cmd = [repo_analytics(), *global_flags(work, "duckdb"), *backfill]
     print(f"-- {workload}, warm-up (not counted)", flush=True)
-    r = measure(
-        "warm-up",
-        [*cmd, "--concurrency", str(options.concurrency)],
-        source_env(sim.edition),
-        ROOT,
-        sim,
-        work,
-    )
+    r = measure("warm-up", cmd, source_env(sim.edition), ROOT, sim, work)
     finish(r, 0)
     shutil.rmtree(work, ignore_errors=True)
     return {k: r[k] for k in ("wall_s", "cpu_s", "sim_cpu_s", "requests", "exit_code")}
@@ -609,17 +619,7 @@ def one_repeat(
     work.mkdir(parents=True)
     env = source_env(sim.edition)
     wflags = WORKLOADS[workload]
-    backfill = [
-        "backfill",
-        *source_flags(sim),
-        "--since",
-        since,
-        "--until",
-        until,
-        "--concurrency",
-        str(options.concurrency),
-        *wflags,
-    ]
+    backfill = backfill_args(sim, workload, options, since, until)
     results: dict[str, dict[str, Any]] = {}
     ours_log: list[dict[str, Any]] = []
 
