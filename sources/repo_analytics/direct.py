@@ -3,13 +3,12 @@
 urllib3 spent ~0.17 ms of Python per request on top of `http.client` (its response wrapper and
 header dictionary, parsing the target again and percent-encoding it byte by byte, the pool's
 bookkeeping), and `http.client` itself ~0.44 ms (see `http11`): on the medium self-hosted
-nightly, 2,947 requests of small answers, a run bound by one core. What a direct request
-needs of them is here: connections
-kept alive per host (one found closed by the host is replaced before it is used; one the host
-closes just as it is used fails like any dropped connection, and the client's retry asks
-again, as with urllib3), TLS verified against the CA bundle with the host's name, separate
-connect and read timeouts, and gzip or deflate bodies. A request through a proxy goes through
-urllib3 (`connection.Transport`).
+nightly, 2,947 requests of small answers, a run bound by one core. What a direct request needs
+of them is here: connections kept alive per host (one found closed by the host is replaced
+before it is used; one the host closes just as it is used fails like any dropped connection,
+and the client's retry asks again, as with urllib3), TLS verified against the CA bundle with
+the host's name, separate connect and read timeouts, and gzip or deflate bodies. A request
+through a proxy goes through urllib3 (`connection.Transport`).
 """
 
 from __future__ import annotations
@@ -112,7 +111,8 @@ class DirectResponse:
             release(self._ended and not self._raw.will_close)
 
     def close(self) -> None:
-        self._raw.close()
+        """Nothing to free here: `release_conn` closes a connection whose body was not read
+        to its end."""
 
 
 class DirectConnections:

@@ -99,9 +99,6 @@ class Answer:
         self.ended = self._left == 0
         return data
 
-    def close(self) -> None:
-        """Nothing to free: the connection's owner gives it back or closes it."""
-
     def _read_chunked(self, amount: int | None) -> bytes:
         parts: list[bytes] = []
         size = 0
