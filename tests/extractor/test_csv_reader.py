@@ -3,6 +3,8 @@ what Python's `csv` module and `convert` make of the same body, value for value,
 simulator's real exports and on bodies with the shapes a host may send (zone-less
 timestamps, padded numbers, quoted newlines, a byte-order mark, blank lines, and rows whose
 cells do not match the header, which send the rest of the export through Python's reader).
+A small body is read by Python's reader from the start; each test that reads a body reads
+it both ways.
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ CONTEXT = {
 }
 
 
+@pytest.fixture(params=["arrow", "python"])
+def reader(request: pytest.FixtureRequest, monkeypatch: Any) -> str:
+    """Which reader reads the bodies of the test: every body is small for Python's, none
+    for Arrow's."""
+    small = 1 << 40 if request.param == "python" else -1
+    monkeypatch.setattr(csv_export, "SMALL_BODY_BYTES", small)
+    return str(request.param)
+
+
+@pytest.fixture
+def arrow_reader(monkeypatch: Any) -> None:
+    """Arrow reads every body, in blocks of a few rows."""
+    monkeypatch.setattr(csv_export, "SMALL_BODY_BYTES", -1)
+    monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
+
+
 def read(data: bytes, batch_rows: int = 5_000) -> pa.Table:
     return pa.concat_tables(csv_tables(io.BytesIO(data), dict(CONTEXT), batch_rows))
 
@@ -52,7 +70,7 @@ def reference(data: bytes) -> pa.Table:
 
 @pytest.mark.parametrize("kind", ["commits", "pull-requests"])
 def test_the_simulators_exports_read_as_pythons_reader_reads_them(
-    kind: str, make_sim: Callable[..., Simulator]
+    kind: str, reader: str, make_sim: Callable[..., Simulator]
 ) -> None:
     sim = make_sim(edition="server")
     answer = requests.get(
@@ -81,9 +99,9 @@ EDGES = (
 )
 
 
-def test_edge_values_read_as_python_reads_them() -> None:
-    """Zone-less timestamps and padded numbers fall back to `convert` for their column;
-    the blank line is no row; the rest is Arrow's casts."""
+def test_edge_values_read_as_python_reads_them(reader: str) -> None:
+    """Zone-less timestamps and padded numbers fall back to `convert` for their column (in
+    Arrow's reader); the blank line is no row; the rest is Arrow's casts."""
     data = EDGES.encode()
     got = read(data)
     assert got.to_pylist() == reference(data).to_pylist()
@@ -108,13 +126,12 @@ def ragged_body(count: int, *odd_rows: str) -> bytes:
     return (header + good + "".join(odd_rows) + good).encode()
 
 
-def test_a_ragged_row_sends_the_rest_through_python(monkeypatch: Any) -> None:
+def test_a_ragged_row_sends_the_rest_through_python(arrow_reader: None) -> None:
     """Rows before the ragged one come from Arrow, the rest from Python's reader: every row
     once, numbered in order, the short row padded and the long row's extra cell dropped.
     Arrow's blocks are made a few rows long, so its tables gather several blocks, and the
     rows of blocks gathered but not handed on when the ragged row is met come from Python's
     reader, once."""
-    monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
     data = ragged_body(400, SHORT_ROW, "2026-05-11T00:00:00Z,98,true,long,extra\n")
     tables = list(csv_tables(io.BytesIO(data), dict(CONTEXT), batch_rows=8))
     # Arrow's tables (two blocks of ~7 rows) before the ragged row; Python's have 8 rows
@@ -143,14 +160,30 @@ class SlowBody(io.BytesIO):
         return super().readinto(buffer)
 
 
-def test_arrow_reading_ahead_never_moves_where_python_starts(monkeypatch: Any) -> None:
+def test_arrow_reading_ahead_never_moves_where_python_starts(arrow_reader: None) -> None:
     """After a ragged row, Python's reader reads the body from the rows' start while Arrow's
     read-ahead thread may still be reading blocks: every row is read once, in order, each
     time (the read-ahead once moved the body's position under Python's reader, and rows were
     skipped or cut in two)."""
-    monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
     data = ragged_body(300, SHORT_ROW)
     expected = reference(data).to_pylist()
     for _ in range(5):
         rows = pa.concat_tables(csv_tables(SlowBody(data), dict(CONTEXT), batch_rows=8))
         assert rows.to_pylist() == expected
+
+
+@pytest.mark.parametrize("rows", [2, 30, 1000])
+def test_a_small_body_is_read_by_python_and_a_large_one_by_arrow(
+    rows: int, monkeypatch: Any
+) -> None:
+    """Rows of up to `SMALL_BODY_BYTES` go to Python's reader, whose tables hold at most
+    `batch_rows` rows; a larger body to Arrow's, whose tables gather whole blocks and pass
+    `batch_rows`. Both read the same values."""
+    monkeypatch.setattr(csv_export, "BLOCK_BYTES", 256)
+    data = ragged_body(rows // 2)
+    rows_bytes = len(data) - len(data.split(b"\n", 1)[0]) - 1
+    assert (rows_bytes <= csv_export.SMALL_BODY_BYTES) == (rows < 1000)
+    tables = list(csv_tables(io.BytesIO(data), dict(CONTEXT), batch_rows=8))
+    by_arrow = any(t.num_rows > 8 for t in tables)
+    assert by_arrow == (rows == 1000)
+    assert pa.concat_tables(tables).to_pylist() == reference(data).to_pylist()
