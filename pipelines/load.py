@@ -339,10 +339,10 @@ def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
         pass
     if pinned is not None and pipeline.state.get("_version_hash") != before:
         pipeline.schemas.config.import_schema_path = pinned
-        import_once(pipeline)
+        import_once(pipeline, again=True)
 
 
-def import_once(pipeline: dlt.Pipeline) -> str | None:
+def import_once(pipeline: dlt.Pipeline, again: bool = False) -> str | None:
     """Import the pinned schema now (when new or changed), and not again in this process.
 
     dlt compares the import file with the stored schema each time it reads the schema from
@@ -350,8 +350,10 @@ def import_once(pipeline: dlt.Pipeline) -> str | None:
     third of a year's backfill's Python time went there, and 0.8 s of an 11 s nightly run.
     A run lasts seconds to hours in one process, in which the file does not change; the next
     run reads it again. Without a pinned file yet (the first run) dlt keeps the path, to
-    write the pin when the run's first step ends. Returns the import folder it unset, if
-    it did."""
+    write the pin when the run's first step ends. A schema dlt already holds was read
+    through the import folder (`dlt.pipeline` reads the default one: 0.1 s a run), and is
+    not read again unless `again` (the destination's schemas replaced it). Returns the
+    import folder it unset, if it did."""
     config = pipeline.schemas.config
     folder = config.import_schema_path
     if not folder:
@@ -360,7 +362,8 @@ def import_once(pipeline: dlt.Pipeline) -> str | None:
     if not pinned.is_file():
         return None
     try:
-        pipeline.schemas.load_schema(SCHEMA_NAME)
+        if again or SCHEMA_NAME not in pipeline.schemas.live_schemas:
+            pipeline.schemas.load_schema(SCHEMA_NAME)
     except SchemaNotFoundError:
         pass  # nothing pinned under this name
     config.import_schema_path = None  # type: ignore[assignment]

@@ -192,14 +192,25 @@ NULL_VALUE = "\x00\x02"
 KEY_DIGEST_BYTES = 16
 
 
+def nul_free(kind: pa.DataType) -> bool:
+    """Whether a value of `kind` as text never has a NUL: a number, an instant, a truth."""
+    return bool(
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_temporal(kind)
+        or pa.types.is_boolean(kind)
+    )
+
+
 def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
     """Each row's key over the columns `names`, as one string (see `KEY_SEPARATOR`)."""
     columns = []
     for name in names:
         column = table.column(name)
-        if column.type != pa.string():
+        kind = column.type
+        if kind != pa.string():
             column = pc.cast(column, pa.string())
-        if pc.any(pc.match_substring(column, "\x00")).as_py():
+        if not nul_free(kind) and pc.any(pc.match_substring(column, "\x00")).as_py():
             column = pc.replace_substring(column, "\x00", ESCAPED_NUL)
         columns.append(column)
     return pc.binary_join_element_wise(

@@ -12,6 +12,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
@@ -71,14 +72,14 @@ class RunPlan:
     credentials: Mapping[str, Any] = field(repr=False)
     ca_bundle: str | None = None  # the CAs' PEM file for HTTPS; None: requests' default
 
-    @property
+    @cached_property
     def api_base(self) -> str:
         return self.base_url.rstrip("/") + self.api_prefix
 
-    @property
+    @cached_property
     def source(self) -> str:
         """Where this run's rows come from (the `source` column): the host, and the workspace
-        of an edition with workspaces."""
+        of an edition with workspaces. Asked for every table a run reads."""
         return source_identity(
             self.base_url, self.workspace if self.edition.needs_workspace else None
         )

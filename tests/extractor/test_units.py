@@ -823,6 +823,12 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
     assert key_texts(narrow, ["a", "b", "n"]).to_pylist() == texts[:1]
     assert row_keys(narrow, ["a", "b", "n"]) == keys[:1]
     assert compact_keys(narrow, ["a", "b", "n"]) == digests[:1]
+    large = table.cast(
+        pa.schema([("a", pa.large_string()), ("b", pa.large_string()), ("n", pa.int64())])
+    )
+    assert key_texts(large, ["a", "b", "n"]).to_pylist() == texts  # NULs escaped there too
+    instants = pa.table({"t": pa.array([utc(2026, 5, 1), None], pa.timestamp("us", tz="UTC"))})
+    assert key_texts(instants, ["t"]).to_pylist() == ["2026-05-01 00:00:00.000000Z", "\x00\x02"]
     assert key_texts(table, ["b"]).to_pylist().count("z") == 4  # a value without NUL is itself
     assert len(set(row_keys(table, ["b"]))) == 3  # y, \x00y, z
     assert len(set(compact_keys(table, ["b"]))) == 3
