@@ -55,7 +55,7 @@ BLOCK_BYTES: Final = 128 * 1024
 # Arrow's reader costs ~1.4 ms an export whatever its size; Python's `csv` module reads a
 # small one in less (measured on the simulator's commit exports: 1 row 0.26 against 1.4 ms,
 # 100 rows, 14 KB, 0.9 against 1.3 ms; they break even at ~150 rows). A nightly run reads
-# 1,578 exports of the medium self-hosted host, most of them a few rows of one user.
+# 982 exports of the medium self-hosted host, most of them a few rows of one user.
 SMALL_BODY_BYTES: Final = 16 * 1024
 
 
