@@ -191,11 +191,15 @@ def resolve_settings(explicit: Mapping[str, Any] | None = None) -> RepoAnalytics
     arguments, the CLI's flags; text is read as the setting's type) over the environment,
     `.dlt/secrets.toml` and `.dlt/config.toml`. Unchecked beyond types: `build_plan` checks.
 
-    A value of the wrong type, and an unknown `retry` key, raise today's one-line
-    `ConfigError`; a missing required setting raises dlt's `ConfigFieldMissingException`.
+    A value of the wrong type, an unknown `retry` key and an unknown edition given
+    explicitly raise today's one-line `ConfigError` (the edition before a missing setting is
+    named: the value typed is the one to hear about); a missing required setting raises
+    dlt's `ConfigFieldMissingException`.
     """
     given = typed_values(dict(explicit or {}))
     check_retry_keys(given.get("retry"))
+    if given.get("edition") is not None:
+        edition_spec(given["edition"])
     try:
         with inject_section(ConfigSectionContext(sections=SECTION), lock_context=True):
             return resolve_configuration(RepoAnalyticsConfiguration(), explicit_value=given)

@@ -43,15 +43,21 @@ def cloud() -> Iterator[Simulator]:
 
 
 def run_load(
-    folder: Path, env: Mapping[str, str], *options: str, timeout: float = 300
+    folder: Path,
+    env: Mapping[str, str],
+    *options: str,
+    timeout: float = 300,
+    load_flags: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """`repo-analytics [options] load` in `folder`; later options override the defaults."""
+    """`repo-analytics [options] load [load_flags]` in `folder`; later options override the
+    defaults."""
     folder.mkdir(parents=True, exist_ok=True)
     command = [
         str(CLI),
         *folder_flags(folder),
         *options,
         *LOAD,
+        *load_flags,
     ]
     return subprocess.run(
         command,
@@ -291,6 +297,33 @@ def test_bad_input_stops_before_the_first_request(
         assert word in lines[0]
     assert log_since(cloud, before) == []
     assert listing(folder) == before_files  # no DuckDB file, no pipeline folder, no report
+
+
+def test_a_mistyped_edition_is_named_before_a_missing_setting(
+    cloud: Simulator, tmp_path: Path
+) -> None:
+    """`--edition clould` with no base URL set anywhere: the one line names the edition typed
+    and the valid ones (the base URL's turn comes once the edition is right)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    env = cli_env(cloud)
+    del env["SOURCES__REPO_ANALYTICS__BASE_URL"]
+    before = cloud.requests()["total"]
+
+    done = run_load(folder, env, load_flags=("--edition", "clould"))
+
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0] == (
+        "repo-analytics: config error: config `edition` has invalid value `clould`: "
+        "expected one of cloud, server"
+    )
+    assert log_since(cloud, before) == []
+    assert listing(folder) == set()
+
+    del env["SOURCES__REPO_ANALYTICS__EDITION"]
+    done = run_load(folder, env, load_flags=("--edition", "cloud"))
+    assert done.returncode == 2 and "`base_url` not set" in done.stderr, done.stderr
 
 
 def test_nested_retry_env_is_used(make_sim: Callable[..., Simulator], tmp_path: Path) -> None:
