@@ -330,6 +330,8 @@ def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     YAML twice more (0.2 s of a nightly run). A state restored from the destination brings
     the destination's schemas, which are then compared with the pin again, as before."""
     pinned = import_once(pipeline)
+    if new_duckdb_file(pipeline):
+        return
     before = pipeline.state.get("_version_hash")
     try:
         waiting(pipeline.sync_destination, lock_wait({WAIT_KEY: wait}), NOTHING_EXTRACTED)
@@ -340,6 +342,17 @@ def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     if pinned is not None and pipeline.state.get("_version_hash") != before:
         pipeline.schemas.config.import_schema_path = pinned
         import_once(pipeline, again=True)
+
+
+def new_duckdb_file(pipeline: dlt.Pipeline) -> bool:
+    """Whether a pipeline that never loaded loads into a DuckDB file that does not exist
+    yet: it holds no state to restore, and opening it would create it (a first run that then
+    failed, say on a refused token, left an empty file behind). A pipeline that has loaded
+    is synced whatever the file: dlt resets its state when its dataset is gone."""
+    if not pipeline.first_run or pipeline.destination.destination_name != "duckdb":
+        return False
+    database = pipeline.sql_client().credentials.database
+    return isinstance(database, str) and database != ":memory:" and not Path(database).exists()
 
 
 def import_once(pipeline: dlt.Pipeline, again: bool = False) -> str | None:

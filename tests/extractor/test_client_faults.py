@@ -685,6 +685,23 @@ def test_cli_fatal_error_exits_1_and_writes_nothing(
     assert everything(path / "data.duckdb") == before
 
 
+def test_a_first_run_that_fails_leaves_no_duckdb_file(make_sim: MakeSim, tmp_path: Path) -> None:
+    """A first run refused by the host (an expired token) stops with exit 1 and creates no
+    DuckDB file (an empty one was left before: state restore opened it); the run with a
+    good token then loads as any first run does."""
+    sim = make_sim(edition="cloud", token=SECRET)
+    done = run_cli(sim, tmp_path, env={"SOURCES__REPO_ANALYTICS__TOKEN": EXPIRED})
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "token was refused" in one_line(done.stderr)
+    assert not (tmp_path / "data.duckdb").exists()
+
+    done = run_cli(sim, tmp_path, "--levels", "workspace", "--resources", "commits")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    run = Loader(sim, tmp_path)
+    commits = in_window(sim, "commits", START, clock(sim))
+    assert commits and set(keys(run, "cloud_workspace_commits", "hash")) == commits
+
+
 # (id, extra flags, environment changes, fragments of the one-line message)
 CONFIG: list[tuple[str, tuple[str, ...], dict[str, str | None], tuple[str, ...]]] = [
     (
