@@ -335,13 +335,11 @@ def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
     values (flags over config) as the source will check them, then the destination, the
     DuckDB path and the dataset name (`make_cli_pipeline` checks those first). `dates=False`
     for a backfill, whose windows set the dates."""
-    from sources.repo_analytics import EDITION_SPECS, ConfigError
+    from sources.repo_analytics.editions import edition_spec
     from sources.repo_analytics.plan import build_plan
 
     values = resolved_source_args(args)
-    spec = EDITION_SPECS.get(str(values["edition"]))
-    if spec is None:
-        raise ConfigError("edition", values["edition"], "one of " + ", ".join(EDITION_SPECS))
+    spec = edition_spec(values["edition"])  # also one set in .dlt/ or the environment
     if not dates:
         values = {k: v for k, v in values.items() if k not in ("start_date", "end_date")}
     build_plan(spec, values)

@@ -94,6 +94,14 @@ BAD_INPUT: list[
     tuple[str, dict[str, str], tuple[str, ...], Callable[[Path], None] | None, str, tuple[str, ...]]
 ] = [
     (
+        "edition-env",
+        {"SOURCES__REPO_ANALYTICS__EDITION": "bogus"},
+        (),
+        None,
+        "bogus",
+        ("config `edition`", "expected one of cloud, server"),
+    ),
+    (
         "retry-env-attempts-0",
         {RETRY_ENV + "MAX_ATTEMPTS": "0"},
         (),
