@@ -298,6 +298,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     stamp_load_ids()
     wake_on_finished_jobs()
     drop_committed_extracts(pipeline)
+    archive_completed_loads(pipeline)
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
@@ -319,6 +320,23 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
         extracted = pipeline._get_normalize_storage().extracted_packages
         for load_id in sorted(leftovers):
             extracted.delete_package(load_id)
+
+
+def archive_completed_loads(pipeline: dlt.Pipeline) -> None:
+    """Move a package whose load completed into the loaded folder: the second half of dlt's
+    load commit, which records the load in the destination, writes the package's completed
+    marker and then renames the package out of load/normalized. A run killed between the
+    marker and the rename leaves a loaded package among the normalized ones; loading it again
+    would record its load a second time and then fail on every later run (dlt refuses to
+    complete a package twice)."""
+    storage = pipeline._get_load_storage()
+    for load_id in pipeline.list_normalized_load_packages():
+        if storage.normalized_packages.is_package_completed(load_id):
+            storage.storage.rename_tree(
+                storage.get_normalized_package_path(load_id),
+                storage.get_loaded_package_path(load_id),
+            )
+            storage.maybe_remove_completed_jobs(load_id)
 
 
 def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:

@@ -19,6 +19,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
+from dlt.common.storages.load_package import PackageStorage
+
 from pipelines.backfill import run_backfill
 from simulator import Simulator
 from tests.extractor.conftest import Loader
@@ -200,6 +203,103 @@ def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
     rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
 
     assert [w.resumed for w in rerun.windows] == [True]  # finished by the crashed package
+    assert_tables_equal_truth(
+        loader.db_file,
+        sim,
+        "cloud",
+        required=(start, CLOCK),
+        allowed=(start - timedelta(hours=26), CLOCK),
+    )
+
+
+# dlt completes a load in three steps: it records the load in the destination (`_dlt_loads`),
+# writes the package's completed marker, then renames the package out of load/normalized.
+# Killed between the last two, the loaded package waits among the normalized ones; loading it
+# again recorded its load twice and failed with `LoadPackageAlreadyCompleted` on every rerun.
+KILLED_IN_LOAD_COMMIT = r"""
+import json, os, signal, sys
+from datetime import datetime
+from pathlib import Path
+
+import dlt
+from dlt.common.storages.load_package import PackageStorage
+
+from pipelines.backfill import signature, window_key
+from pipelines.load import make_pipeline, run_load
+
+args = json.loads(sys.argv[1])
+main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
+                     dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
+                     schemas_dir=Path(args["schemas"]))
+complete = PackageStorage.complete_loading_package
+
+
+def killed_after_the_marker(self, load_id, load_state):
+    complete(self, load_id, load_state)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+PackageStorage.complete_loading_package = killed_after_the_marker
+start, end = args["window"]
+run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["clock"]),
+         views=False,
+         backfill_window={"key": window_key(datetime.fromisoformat(start),
+                                            datetime.fromisoformat(end)),
+                          "signature": signature(args["source"])}, **args["source"])
+"""
+
+
+def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
+    make_sim: Any, tmp_path: Path
+) -> None:
+    """Killed after its load was recorded and the package marked completed, before the package
+    left load/normalized: the rerun archives the package without loading it again (one
+    `_dlt_loads` row for it), skips its finished window, and every row is there."""
+    sim: Simulator = make_sim(edition="cloud")
+    loader = Loader(sim, tmp_path)
+    args = source_args(loader)
+    start = CLOCK - WINDOW
+    crash = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILLED_IN_LOAD_COMMIT,
+            json.dumps(
+                {
+                    "db": str(loader.db_file),
+                    "pipelines": str(tmp_path / "pipelines"),
+                    "schemas": str(tmp_path / "schemas"),
+                    "source": args,
+                    "clock": CLOCK.isoformat(),
+                    "window": (start.isoformat(), CLOCK.isoformat()),
+                }
+            ),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
+    load = tmp_path / "pipelines" / "repo_analytics" / "load"
+    (crashed,) = [p.name for p in (load / "normalized").iterdir()]
+    assert (load / "normalized" / crashed / PackageStorage.PACKAGE_COMPLETED_FILE_NAME).exists(), (
+        "the kill did not land between the marker and the rename"
+    )
+    before = sim.requests()["total"]
+
+    rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
+
+    assert [w.resumed for w in rerun.windows] == [True]  # finished by the crashed package
+    assert sim.requests()["total"] - before < 50, "the finished window was read again"
+    assert not list((load / "normalized").iterdir())
+    assert (load / "loaded" / crashed).is_dir()
+    with duckdb.connect(str(loader.db_file), read_only=True) as con:
+        recorded = con.execute(
+            "select count(*) from repo_analytics._dlt_loads where load_id = ?", [crashed]
+        ).fetchone()
+    assert recorded == (1,), "the crashed package's load was recorded again"
     assert_tables_equal_truth(
         loader.db_file,
         sim,
