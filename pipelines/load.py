@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 import threading
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pyarrow as pa
 from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
+from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.background_load import load_now
 from pipelines.duckdb_file import (
@@ -298,7 +300,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     stamp_load_ids()
     wake_on_finished_jobs()
     drop_committed_extracts(pipeline)
-    archive_completed_loads(pipeline)
+    archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
@@ -322,21 +324,46 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
             extracted.delete_package(load_id)
 
 
-def archive_completed_loads(pipeline: dlt.Pipeline) -> None:
-    """Move a package whose load completed into the loaded folder: the second half of dlt's
-    load commit, which records the load in the destination, writes the package's completed
-    marker and then renames the package out of load/normalized. A run killed between the
-    marker and the rename leaves a loaded package among the normalized ones; loading it again
-    would record its load a second time and then fail on every later run (dlt refuses to
-    complete a package twice)."""
+def archive_completed_loads(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
+    """Move a package whose load completed into the loaded folder: the rest of dlt's load
+    commit, which records the load in the destination (`_dlt_loads`), writes the package's
+    completed marker, then renames the package out of load/normalized. Killed after the
+    marker, loading the package again recorded its load twice and then failed on every later
+    run (dlt refuses to complete a package twice); killed before the marker, it recorded the
+    load twice (two `_dlt_loads` rows for one load). `wait`: as in `settle_pending`."""
     storage = pipeline._get_load_storage()
+    packages = storage.normalized_packages
     for load_id in pipeline.list_normalized_load_packages():
-        if storage.normalized_packages.is_package_completed(load_id):
+        if not packages.is_package_completed(load_id) and waiting(
+            functools.partial(load_recorded, pipeline, load_id),
+            lock_wait({WAIT_KEY: wait}),
+            PENDING_KEPT,
+        ):
+            packages.complete_loading_package(load_id, "loaded")
+        if packages.is_package_completed(load_id):
             storage.storage.rename_tree(
                 storage.get_normalized_package_path(load_id),
                 storage.get_loaded_package_path(load_id),
             )
             storage.maybe_remove_completed_jobs(load_id)
+
+
+def load_recorded(pipeline: dlt.Pipeline, load_id: str) -> bool:
+    """Whether the destination recorded the load of a package whose jobs all completed. A
+    file destination records a load in a file named by its id, which a second record only
+    writes again: nothing to ask there."""
+    packages = pipeline._get_load_storage().normalized_packages
+    if packages.list_new_jobs(load_id) or packages.list_started_jobs(load_id):
+        return False
+    if pipeline.destination.destination_name == "filesystem":
+        return False
+    with pipeline.sql_client() as client:
+        loads = client.make_qualified_table_name(pipeline.default_schema.loads_table_name)
+        try:
+            rows = client.execute_sql(f"SELECT 1 FROM {loads} WHERE load_id = %s", load_id)
+        except DatabaseUndefinedRelation:  # nothing was ever recorded there
+            return False
+    return bool(rows)
 
 
 def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from dlt.common.storages.load_package import PackageStorage
 
 from pipelines.backfill import run_backfill
@@ -214,8 +215,9 @@ def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
 
 # dlt completes a load in three steps: it records the load in the destination (`_dlt_loads`),
 # writes the package's completed marker, then renames the package out of load/normalized.
-# Killed between the last two, the loaded package waits among the normalized ones; loading it
-# again recorded its load twice and failed with `LoadPackageAlreadyCompleted` on every rerun.
+# Killed after the marker, the rerun loaded the package again: it recorded the load twice and
+# failed with `LoadPackageAlreadyCompleted`, on every rerun. Killed before the marker, it
+# recorded the load twice.
 KILLED_IN_LOAD_COMMIT = r"""
 import json, os, signal, sys
 from datetime import datetime
@@ -223,6 +225,7 @@ from pathlib import Path
 
 import dlt
 from dlt.common.storages.load_package import PackageStorage
+from dlt.destinations.job_client_impl import SqlJobClientBase
 
 from pipelines.backfill import signature, window_key
 from pipelines.load import make_pipeline, run_load
@@ -231,15 +234,17 @@ args = json.loads(sys.argv[1])
 main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
                      dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
                      schemas_dir=Path(args["schemas"]))
-complete = PackageStorage.complete_loading_package
+owner, step = {"recorded": (SqlJobClientBase, "complete_load"),
+               "marked": (PackageStorage, "complete_loading_package")}[args["kill"]]
+complete = getattr(owner, step)
 
 
-def killed_after_the_marker(self, load_id, load_state):
-    complete(self, load_id, load_state)
+def killed_after(self, *args):
+    complete(self, *args)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-PackageStorage.complete_loading_package = killed_after_the_marker
+setattr(owner, step, killed_after)
 start, end = args["window"]
 run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["clock"]),
          views=False,
@@ -249,12 +254,23 @@ run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["
 """
 
 
+def recorded_loads(db_file: Path, load_id: str) -> int:
+    """How many times the dataset's `_dlt_loads` records the load `load_id`."""
+    with duckdb.connect(str(db_file), read_only=True) as con:
+        (count,) = con.execute(
+            "select count(*) from repo_analytics._dlt_loads where load_id = ?", [load_id]
+        ).fetchone()  # type: ignore[misc]
+    return int(count)
+
+
+@pytest.mark.parametrize("kill", ["recorded", "marked"])
 def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
-    make_sim: Any, tmp_path: Path
+    make_sim: Any, tmp_path: Path, kill: str
 ) -> None:
-    """Killed after its load was recorded and the package marked completed, before the package
-    left load/normalized: the rerun archives the package without loading it again (one
-    `_dlt_loads` row for it), skips its finished window, and every row is there."""
+    """Killed after its load was recorded (`recorded`), or also after the package was marked
+    completed (`marked`), before the package left load/normalized: the rerun archives the
+    package without loading it again (one `_dlt_loads` row for it), skips its finished
+    window, and every row is there."""
     sim: Simulator = make_sim(edition="cloud")
     loader = Loader(sim, tmp_path)
     args = source_args(loader)
@@ -272,6 +288,7 @@ def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
                     "source": args,
                     "clock": CLOCK.isoformat(),
                     "window": (start.isoformat(), CLOCK.isoformat()),
+                    "kill": kill,
                 }
             ),
         ],
@@ -284,9 +301,9 @@ def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
     assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
     load = tmp_path / "pipelines" / "repo_analytics" / "load"
     (crashed,) = [p.name for p in (load / "normalized").iterdir()]
-    assert (load / "normalized" / crashed / PackageStorage.PACKAGE_COMPLETED_FILE_NAME).exists(), (
-        "the kill did not land between the marker and the rename"
-    )
+    marker = load / "normalized" / crashed / PackageStorage.PACKAGE_COMPLETED_FILE_NAME
+    assert marker.exists() == (kill == "marked"), "the kill did not land where it was meant to"
+    assert recorded_loads(loader.db_file, crashed) == 1, "the load was not recorded"
     before = sim.requests()["total"]
 
     rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
@@ -295,11 +312,7 @@ def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
     assert sim.requests()["total"] - before < 50, "the finished window was read again"
     assert not list((load / "normalized").iterdir())
     assert (load / "loaded" / crashed).is_dir()
-    with duckdb.connect(str(loader.db_file), read_only=True) as con:
-        recorded = con.execute(
-            "select count(*) from repo_analytics._dlt_loads where load_id = ?", [crashed]
-        ).fetchone()
-    assert recorded == (1,), "the crashed package's load was recorded again"
+    assert recorded_loads(loader.db_file, crashed) == 1, "the crashed load was recorded again"
     assert_tables_equal_truth(
         loader.db_file,
         sim,
