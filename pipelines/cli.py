@@ -692,11 +692,25 @@ def check_duckdb_path(text: str, dataset: str) -> None:
 
 def write_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """The run report as JSON next to the data: `<duckdb file stem>.report.json`."""
-    import json
-
-    path = Path(args.duckdb).with_suffix(".report.json")
-    path.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    path = save_report(Path(args.duckdb), report)
     print(f"run report: {path}")
+
+
+def save_report(db_file: Path, report: dict[str, Any]) -> Path:
+    """Write the run report as JSON to `<db_file stem>.report.json` whole or not at all: into
+    a file of its own, then renamed over the last run's (a run killed while writing leaves
+    the last report as it was, not half of a new one)."""
+    import json
+    import os
+
+    path = db_file.with_suffix(".report.json")
+    partial = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        partial.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
 
 
 def guarded(command: Any) -> int:

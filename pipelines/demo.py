@@ -9,7 +9,6 @@ a summary with how to open the file.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import duckdb
 
 from pipelines.backfill import run_backfill
-from pipelines.cli import DEFAULT_DUCKDB
+from pipelines.cli import DEFAULT_DUCKDB, save_report
 from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress
@@ -93,7 +92,7 @@ def run_demo(args: argparse.Namespace) -> int:
         "nightly": nightly.report.as_dict(),
         "reconciliation": check.as_dict(),
     }
-    db_file.with_suffix(".report.json").write_text(json.dumps(report, indent=2, default=str))
+    save_report(db_file, report)
     print_summary(db_file, args.dataset, check, advanced["late_commits"])
     print(pipeline_line(pipeline))
     if not check.ok:
