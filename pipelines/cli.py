@@ -722,6 +722,7 @@ def guarded(command: Any) -> int:
     from sources.repo_analytics.errors import DuckDBFileHeld, DuckDBOutOfMemory
 
     try:
+        telemetry_only_where_asked()
         return int(command())
     except Exception as error:  # noqa: BLE001 - every failure becomes one line and a code
         cause = root_cause(error)
@@ -737,6 +738,21 @@ def guarded(command: Any) -> int:
         if isinstance(cause, RepoAnalyticsError):
             return fail(EXIT_FATAL, f"failed: {cause}")
         return fail(EXIT_FATAL, f"failed: {type(cause).__name__}: {cause}")
+
+
+def telemetry_only_where_asked() -> None:
+    """dlt's anonymous usage telemetry only where the user set `runtime.dlthub_telemetry`
+    (`.dlt/config.toml`, `~/.dlt/config.toml`, RUNTIME__DLTHUB_TELEMETRY): the project's
+    `.dlt/config.toml` turns it off, and a run from any other folder, as from cron, sent it
+    (dlt's default; 0.6-0.9 s of a nightly run on a host that cannot reach dlt's endpoint).
+    Reading the setting starts dlt's runtime, telemetry included: it is stopped again at once,
+    before any pipeline step could send an event, and later runtimes read it as off."""
+    import dlt
+    from dlt.common.runtime.telemetry import stop_telemetry
+
+    if dlt.config.get("runtime.dlthub_telemetry") is None:
+        dlt.config["runtime.dlthub_telemetry"] = False
+        stop_telemetry()
 
 
 def console() -> int:

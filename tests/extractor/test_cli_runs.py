@@ -14,10 +14,12 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -662,3 +664,62 @@ def test_reset_windows_forgets_them(parallel_runs: ParallelRuns) -> None:
     ends = Counter(dated(e)[1] for e in p.after.log if e["endpoint"] == "commits.list.repository")
     first = Counter(dated(e)[1] for e in p.first.log if e["endpoint"] == "commits.list.repository")
     assert ends == first and set(ends) == {end for _, end in PARALLEL_WINDOWS}
+
+
+# F. dlt's anonymous telemetry
+
+
+class TelemetryEvents(ThreadingHTTPServer):
+    """A loopback stand-in for dlt's telemetry endpoint: the names of the events posted."""
+
+    def __init__(self) -> None:
+        events: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                events.append(str(json.loads(body).get("event")))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.events = events
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/"
+
+
+@pytest.mark.parametrize("setting", [None, "true"])
+def test_dlt_telemetry_only_where_the_user_turned_it_on(
+    make_sim: Any, tmp_path: Path, setting: str | None
+) -> None:
+    """A run from a folder without `.dlt/` (as from cron) sends dlt's telemetry nowhere, as
+    the project's own `.dlt/config.toml` says; a user who turns it on gets it, to the endpoint
+    they name (here a loopback server standing in for dlt's)."""
+    sim = make_sim(edition="cloud")
+    with TelemetryEvents() as endpoint:
+        serving = threading.Thread(target=endpoint.serve_forever, daemon=True)
+        serving.start()
+        env = cli_env(sim, RUNTIME__DLTHUB_TELEMETRY_ENDPOINT=endpoint.url)
+        env.pop("RUNTIME__DLTHUB_TELEMETRY", None)
+        if setting is not None:
+            env["RUNTIME__DLTHUB_TELEMETRY"] = setting
+        done = run_cli(
+            tmp_path,
+            env,
+            "load",
+            "--levels",
+            "repository",
+            "--resources",
+            "commits",
+            "--end-date",
+            datetime.fromtimestamp(FIXED_NOW, UTC).isoformat(),
+        )
+        endpoint.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / ".dlt").exists()
+    if setting is None:
+        assert endpoint.events == []
+    else:  # each of dlt's steps reports itself
+        assert {"pipeline_extract", "pipeline_normalize", "pipeline_load"} <= set(endpoint.events)
