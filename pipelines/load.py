@@ -8,13 +8,14 @@ import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dlt
 import pyarrow as pa
 from dlt.common.normalizers.naming.snake_case import NamingConvention
 from dlt.common.pipeline import LoadInfo
 from dlt.common.storages.exceptions import SchemaNotFoundError
+from dlt.common.storages.live_schema_storage import LiveSchemaStorage
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.background_load import load_now
@@ -420,7 +421,8 @@ def import_once(pipeline: dlt.Pipeline, again: bool = False) -> str | None:
     if not pinned.is_file():
         return None
     try:
-        if again or SCHEMA_NAME not in pipeline.schemas.live_schemas:
+        live = cast(LiveSchemaStorage, pipeline.schemas).live_schemas  # what dlt.pipeline made
+        if again or SCHEMA_NAME not in live:
             pipeline.schemas.load_schema(SCHEMA_NAME)
     except SchemaNotFoundError:
         pass  # nothing pinned under this name
