@@ -893,6 +893,15 @@ class Killed:
     log: list[dict[str, Any]]
 
 
+def window_read(entry: Mapping[str, Any], ends: list[datetime]) -> int | None:
+    """The window (from 1) whose repository list `entry` asked for; None for another request
+    (the range's discovery asks every window's slice at the start)."""
+    span = dated(entry)
+    if span is None or ".list.repository" not in entry["endpoint"] or span[1] not in ends:
+        return None
+    return ends.index(span[1]) + 1
+
+
 def run_and_kill(
     args: list[str],
     env: Mapping[str, str],
@@ -900,9 +909,14 @@ def run_and_kill(
     sim: Simulator,
     moment: float,
     deadline: float,
+    ends: list[datetime],
+    ahead: int,
 ) -> Killed:
-    """Start a backfill; after its first newly loaded window, SIGKILL it `moment` (a fraction
-    of that window's duration) into the next window."""
+    """Start a backfill; after its first newly loaded window (i), as soon as the window
+    `ahead` of it (i + ahead) asks its first page, SIGKILL it `moment` (a fraction of the
+    time from window i's line to that page) later. The windows' own durations do not place
+    the kill: the first window's includes the range's discovery, and a window's load
+    overlaps the next one's reading, so a kill placed by them could land windows later."""
     before = sim.requests()["total"]
     proc = subprocess.Popen(
         args,
@@ -933,9 +947,15 @@ def run_and_kill(
             printed.append(line)
             numbered = window_lines(line)
             if numbered and "skipped" not in next(iter(numbered.values()))[2]:
-                took = re.search(r"(\d+\.\d) s(?:;|$)", next(iter(numbered.values()))[2])
+                target = next(iter(numbered)) + ahead
                 break
-        time.sleep(moment * (float(took[1]) if took else 1.0))
+        seen = time.monotonic()
+        while not any(window_read(e, ends) == target for e in log_since(sim, before)):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"the backfill ended before window {target} was read:\n" + "".join(printed)
+            )
+            time.sleep(0.02)
+        time.sleep(moment * (time.monotonic() - seen))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -964,8 +984,10 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
     a window finished), then run to completion: finished windows are skipped and requested
     from nobody, the tables equal the truth with unique keys, and the final run exits 0.
 
-    One window at a time, so that a kill placed by the last window's duration lands in the
-    next window on a busy machine too (parallel windows under kills: test_crash_stress.py)."""
+    Each kill is placed by the simulator's request log (a window's first page asked), not by
+    a window's duration, so that the kills leave windows for the rerun on a busy machine too
+    (placed by durations, 1 run in ~36 killed the last window's run). Kills placed by dlt's
+    package folders, on every edition and destination: test_crash_stress.py."""
     rng = random.Random(20260601)
     with Simulator(SimConfig(edition="cloud", size="small", now=FIXED_NOW)) as sim:
         env = cli_env(sim)
@@ -990,10 +1012,13 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
         ]
         finished: set[int] = set()
         for _ in range(2):
-            # the first kill after the next window's extract (normalising or loading: its
-            # state is written locally, its data not yet), the second anywhere in it
-            moment = rng.uniform(0.55, 0.95) if not finished else rng.uniform(0.05, 0.95)
-            killed = run_and_kill(args, env, tmp_path, sim, moment, time.monotonic() + 90)
+            # the first kill after the next window's extract, once the one after it reads
+            # (the next window normalising or loading: its state is written locally, its data
+            # not yet), the second as the next window reads
+            moment, ahead = (rng.uniform(0.05, 0.95), 2 if not finished else 1)
+            killed = run_and_kill(
+                args, env, tmp_path, sim, moment, time.monotonic() + 90, ends, ahead
+            )
             assert killed.finished, "each run is killed after a window finished"
             assert killed.skipped >= finished, "a window seen finished was not skipped"
             assert not {dated(e)[1] for e in killed.log if dated(e)} & {
