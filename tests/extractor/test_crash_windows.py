@@ -1,4 +1,4 @@
-"""A backfill killed inside a window's load, or inside dlt's normalize commit, loses nothing.
+"""A backfill killed inside a window's load, or in dlt's normalize or load commit, loses nothing.
 
 The crashes are made exactly, in a subprocess. First: the packages of two windows are both
 normalized and not loaded (their loads were skipped), then the load is killed (SIGKILL, from
@@ -30,6 +30,29 @@ from tests.extractor.test_backfill import CLOCK, assert_tables_equal_truth, sour
 
 FIRST = datetime(2026, 4, 2, tzinfo=UTC)
 WINDOW = timedelta(days=30)  # two windows: [04-02, 05-02) and [05-02, 06-01), both with data
+
+
+def killed_run(script: str, loader: Loader, tmp_path: Path, **fields: Any) -> None:
+    """Run `script` in a Python subprocess with the loader's files, its source arguments, the
+    clock and `fields` as its JSON argument; it must end killed by SIGKILL."""
+    arguments = {
+        "db": str(loader.db_file),
+        "pipelines": str(tmp_path / "pipelines"),
+        "schemas": str(tmp_path / "schemas"),
+        "source": source_args(loader),
+        "clock": CLOCK.isoformat(),
+        **fields,
+    }
+    crash = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(arguments)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
+
 
 CRASH = r"""
 import json, os, signal, sys
@@ -89,29 +112,7 @@ def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
         (FIRST.isoformat(), (FIRST + WINDOW).isoformat()),
         ((FIRST + WINDOW).isoformat(), CLOCK.isoformat()),
     ]
-    crash = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CRASH,
-            json.dumps(
-                {
-                    "db": str(loader.db_file),
-                    "pipelines": str(tmp_path / "pipelines"),
-                    "schemas": str(tmp_path / "schemas"),
-                    "source": args,
-                    "clock": CLOCK.isoformat(),
-                    "windows": windows,
-                }
-            ),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
+    killed_run(CRASH, loader, tmp_path, windows=windows)
 
     rerun = run_backfill(loader.pipeline(), FIRST, CLOCK, window_days=30, now=CLOCK, **args)
 
@@ -127,104 +128,24 @@ def test_rerun_after_a_kill_at_a_window_merge_lands_every_window(
     )
 
 
+# A run killed right after one of dlt's steps (`kill`), inside a commit of its own:
 # dlt commits a normalized package in two steps: it renames the package into load/normalized,
 # then deletes the extracted copy ("do not kill this process"). Killed between the two, the
-# package is in both places; normalizing it again cannot commit (the folder is taken).
-KILLED_IN_NORMALIZE_COMMIT = r"""
-import json, os, signal, sys
-from datetime import datetime
-from pathlib import Path
-
-import dlt
-from dlt.common.storages.load_storage import LoadStorage
-
-from pipelines.backfill import signature, window_key
-from pipelines.load import make_pipeline, run_load
-
-args = json.loads(sys.argv[1])
-main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
-                     dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
-                     schemas_dir=Path(args["schemas"]))
-commit = LoadStorage.commit_new_load_package
-
-
-def killed_after_the_rename(self, load_id):
-    commit(self, load_id)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-LoadStorage.commit_new_load_package = killed_after_the_rename
-start, end = args["window"]
-run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["clock"]),
-         views=False,
-         backfill_window={"key": window_key(datetime.fromisoformat(start),
-                                            datetime.fromisoformat(end)),
-                          "signature": signature(args["source"])}, **args["source"])
-"""
-
-
-def test_rerun_after_a_kill_inside_the_normalize_commit_loads_the_package(
-    make_sim: Any, tmp_path: Path
-) -> None:
-    """Killed after its package was renamed into load/normalized and before the extracted copy
-    was deleted, a window's package is finished by the rerun (not normalized again, which
-    failed with `Directory not empty` on every rerun), and its rows are all there."""
-    sim: Simulator = make_sim(edition="cloud")
-    loader = Loader(sim, tmp_path)
-    args = source_args(loader)
-    start = CLOCK - WINDOW
-    crash = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            KILLED_IN_NORMALIZE_COMMIT,
-            json.dumps(
-                {
-                    "db": str(loader.db_file),
-                    "pipelines": str(tmp_path / "pipelines"),
-                    "schemas": str(tmp_path / "schemas"),
-                    "source": args,
-                    "clock": CLOCK.isoformat(),
-                    "window": (start.isoformat(), CLOCK.isoformat()),
-                }
-            ),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
-    window = tmp_path / "pipelines" / "repo_analytics"
-    extracted = {p.name for p in (window / "normalize" / "extracted").iterdir()}
-    normalized = {p.name for p in (window / "load" / "normalized").iterdir()}
-    assert extracted and extracted == normalized, "the kill did not land inside the commit"
-
-    rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
-
-    assert [w.resumed for w in rerun.windows] == [True]  # finished by the crashed package
-    assert_tables_equal_truth(
-        loader.db_file,
-        sim,
-        "cloud",
-        required=(start, CLOCK),
-        allowed=(start - timedelta(hours=26), CLOCK),
-    )
-
-
+# package is in both places; normalizing it again cannot commit (the folder is taken)
+# (`normalized`).
 # dlt completes a load in three steps: it records the load in the destination (`_dlt_loads`),
 # writes the package's completed marker, then renames the package out of load/normalized.
 # Killed after the marker, the rerun loaded the package again: it recorded the load twice and
 # failed with `LoadPackageAlreadyCompleted`, on every rerun. Killed before the marker, it
-# recorded the load twice.
-KILLED_IN_LOAD_COMMIT = r"""
+# recorded the load twice (`recorded`; after the marker: `marked`).
+KILLED_AFTER = r"""
 import json, os, signal, sys
 from datetime import datetime
 from pathlib import Path
 
 import dlt
 from dlt.common.storages.load_package import PackageStorage
+from dlt.common.storages.load_storage import LoadStorage
 from dlt.destinations.job_client_impl import SqlJobClientBase
 
 from pipelines.backfill import signature, window_key
@@ -234,7 +155,8 @@ args = json.loads(sys.argv[1])
 main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
                      dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
                      schemas_dir=Path(args["schemas"]))
-owner, step = {"recorded": (SqlJobClientBase, "complete_load"),
+owner, step = {"normalized": (LoadStorage, "commit_new_load_package"),
+               "recorded": (SqlJobClientBase, "complete_load"),
                "marked": (PackageStorage, "complete_loading_package")}[args["kill"]]
 complete = getattr(owner, step)
 
@@ -255,7 +177,10 @@ run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["
 
 
 def recorded_loads(db_file: Path, load_id: str) -> int:
-    """How many times the dataset's `_dlt_loads` records the load `load_id`."""
+    """How many times the dataset's `_dlt_loads` records the load `load_id` (none before the
+    first load made the file)."""
+    if not db_file.exists():
+        return 0
     with duckdb.connect(str(db_file), read_only=True) as con:
         (count,) = con.execute(
             "select count(*) from repo_analytics._dlt_loads where load_id = ?", [load_id]
@@ -263,47 +188,34 @@ def recorded_loads(db_file: Path, load_id: str) -> int:
     return int(count)
 
 
-@pytest.mark.parametrize("kill", ["recorded", "marked"])
-def test_rerun_after_a_kill_inside_the_load_commit_archives_the_package(
+@pytest.mark.parametrize("kill", ["normalized", "recorded", "marked"])
+def test_rerun_after_a_kill_inside_a_dlt_commit_finishes_the_package(
     make_sim: Any, tmp_path: Path, kill: str
 ) -> None:
-    """Killed after its load was recorded (`recorded`), or also after the package was marked
-    completed (`marked`), before the package left load/normalized: the rerun archives the
-    package without loading it again (one `_dlt_loads` row for it), skips its finished
-    window, and every row is there."""
+    """Killed inside dlt's normalize commit (`normalized`: the package both extracted and
+    normalized) or its load commit (`recorded`, `marked`: loaded, still among the normalized
+    packages), a window's package is finished by the rerun: loaded if it was not, archived if
+    it was, its load recorded once; its window is skipped, not read again, and every row is
+    there. (Before, each of these failed every rerun or recorded the load twice.)"""
     sim: Simulator = make_sim(edition="cloud")
     loader = Loader(sim, tmp_path)
     args = source_args(loader)
     start = CLOCK - WINDOW
-    crash = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            KILLED_IN_LOAD_COMMIT,
-            json.dumps(
-                {
-                    "db": str(loader.db_file),
-                    "pipelines": str(tmp_path / "pipelines"),
-                    "schemas": str(tmp_path / "schemas"),
-                    "source": args,
-                    "clock": CLOCK.isoformat(),
-                    "window": (start.isoformat(), CLOCK.isoformat()),
-                    "kill": kill,
-                }
-            ),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    killed_run(
+        KILLED_AFTER,
+        loader,
+        tmp_path,
+        window=(start.isoformat(), CLOCK.isoformat()),
+        kill=kill,
     )
-    assert crash.returncode == -signal.SIGKILL, crash.stderr[-2000:]
-    load = tmp_path / "pipelines" / "repo_analytics" / "load"
+    folder = tmp_path / "pipelines" / "repo_analytics"
+    load = folder / "load"
     (crashed,) = [p.name for p in (load / "normalized").iterdir()]
     marker = load / "normalized" / crashed / PackageStorage.PACKAGE_COMPLETED_FILE_NAME
     assert marker.exists() == (kill == "marked"), "the kill did not land where it was meant to"
-    assert recorded_loads(loader.db_file, crashed) == 1, "the load was not recorded"
+    extracted = [p.name for p in (folder / "normalize" / "extracted").iterdir()]
+    assert extracted == ([crashed] if kill == "normalized" else [])
+    assert recorded_loads(loader.db_file, crashed) == (kill != "normalized")
     before = sim.requests()["total"]
 
     rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
