@@ -218,6 +218,41 @@ def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
     )
 
 
+# Up to this many rows, keys of text and integer columns are joined in Python: Arrow's
+# compute calls cost ~130-150 us a table of four key columns whatever its rows (1 row: 150
+# against 18 us in Python; 50 rows: 153 against 75 us; even at ~200), and a nightly run keys
+# ~2,100 tables of a few rows (one user's or repository's page).
+SMALL_KEY_ROWS = 100
+
+
+def text_as_is(kind: pa.DataType) -> bool:
+    """Whether Python's text of a `kind` value is Arrow's (its cast to string): a text, an
+    integer. Not an instant, a float or a truth, whose Arrow text differs."""
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)
+    )
+
+
+def key_bytes(table: pa.Table, names: list[str]) -> list[bytes]:
+    """Each row's key over the columns `names`: the bytes of its `key_texts` string; a small
+    table of text and integer columns joined in Python (`SMALL_KEY_ROWS`), the same bytes."""
+    if table.num_rows > SMALL_KEY_ROWS or not all(
+        text_as_is(table.schema.field(name).type) for name in names
+    ):
+        texts: list[bytes] = key_texts(table, names).cast(pa.binary()).to_pylist()
+        return texts
+    columns = [
+        [
+            NULL_VALUE
+            if value is None
+            else (value.replace("\x00", ESCAPED_NUL) if isinstance(value, str) else str(value))
+            for value in table.column(name).to_pylist()
+        ]
+        for name in names
+    ]
+    return [KEY_SEPARATOR.join(parts).encode() for parts in zip(*columns, strict=True)]
+
+
 def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     """Each row's key over the columns `names`: its one string (`key_texts`), as bytes.
 
@@ -226,8 +261,7 @@ def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     per parent, see `readers.with_children`). Digests (`compact_keys`) took ~60 % of the
     keys' cost for ~45 bytes less a key; sets of millions of keys take them.
     """
-    texts: list[bytes] = key_texts(table, names).cast(pa.binary()).to_pylist()
-    return texts
+    return key_bytes(table, names)
 
 
 def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
@@ -239,8 +273,9 @@ def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     128-bit digest with a chance of about n^2 / 2^129: 1e-27 for a million keys. Digesting
     costs ~0.33 us a key.
     """
-    texts = key_texts(table, names).cast(pa.binary())
-    return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in texts.to_pylist()]
+    return [
+        blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in key_bytes(table, names)
+    ]
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from sources.repo_analytics import context
 from sources.repo_analytics.cloud import (
     CLOUD,
     COMMIT_COLUMNS,
@@ -801,11 +802,21 @@ def test_series_to_arrow_equals_each_row_alone() -> None:
         series_to_arrow(bodies, PR_STATISTICS_COLUMNS, contexts[:2])
 
 
-def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
+@pytest.fixture(params=["python", "arrow"])
+def key_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Keys of every table joined in Python where its columns allow (`python`), or of none
+    (`arrow`): both ways must make the same bytes (a small table's keys meet a large one's)."""
+    rows = 10**9 if request.param == "python" else -1
+    monkeypatch.setattr(context, "SMALL_KEY_ROWS", rows)
+    return str(request.param)
+
+
+def test_row_keys_tell_every_row_apart_and_match_equal_rows(key_path: str) -> None:
     """One string per row (its bytes the key a list read holds), and one digest of it (what a
     CSV export's read holds): a NUL inside a value, a missing value, an empty one and the null
     marker's own text never make two different rows one key; equal values make one key
-    whatever the column's integer width."""
+    whatever the column's integer width. `key_texts` is Arrow's; the keys, by either path
+    (`key_path`), are its bytes."""
     table = pa.table(
         {
             "a": ["x\x00", "x", None, "", "\x00\x02", "1", "x\x00"],
@@ -829,6 +840,16 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows() -> None:
     assert key_texts(large, ["a", "b", "n"]).to_pylist() == texts  # NULs escaped there too
     instants = pa.table({"t": pa.array([utc(2026, 5, 1), None], pa.timestamp("us", tz="UTC"))})
     assert key_texts(instants, ["t"]).to_pylist() == ["2026-05-01 00:00:00.000000Z", "\x00\x02"]
+    for other in (instants, pa.table({"f": [True, None]}), pa.table({"x": [0.5, 2.0]})):
+        name = other.column_names[0]  # an instant, a truth, a float: Arrow's text, not Python's
+        assert row_keys(other, [name]) == [t.encode() for t in key_texts(other, [name]).to_pylist()]
+    assert row_keys(large, ["a", "b", "n"]) == keys
+    mixed = pa.table(
+        {"n": pa.array([-7, None, 2**40], pa.int64()), "u": pa.array([1, 2, 3], pa.uint8())}
+    )
+    assert row_keys(mixed, ["n", "u"]) == [
+        t.encode() for t in key_texts(mixed, ["n", "u"]).to_pylist()
+    ]
     assert key_texts(table, ["b"]).to_pylist().count("z") == 4  # a value without NUL is itself
     assert len(set(row_keys(table, ["b"]))) == 3  # y, \x00y, z
     assert len(set(compact_keys(table, ["b"]))) == 3
