@@ -25,8 +25,15 @@ from dlt.common.storages.load_package import PackageStorage
 
 from pipelines.backfill import run_backfill
 from simulator import Simulator
-from tests.extractor.conftest import Loader
-from tests.extractor.test_backfill import CLOCK, assert_tables_equal_truth, source_args
+from tests.extractor.conftest import DATASET, DESTINATIONS, Loader
+from tests.extractor.test_backfill import (
+    CLOCK,
+    assert_rows_equal_truth,
+    assert_tables_equal_truth,
+    rows_of,
+    source_args,
+)
+from tests.extractor.test_parquet_backfill import delta_rows
 
 FIRST = datetime(2026, 4, 2, tzinfo=UTC)
 WINDOW = timedelta(days=30)  # two windows: [04-02, 05-02) and [05-02, 06-01), both with data
@@ -36,6 +43,8 @@ def killed_run(script: str, loader: Loader, tmp_path: Path, **fields: Any) -> No
     """Run `script` in a Python subprocess with the loader's files, its source arguments, the
     clock and `fields` as its JSON argument; it must end killed by SIGKILL."""
     arguments = {
+        "destination": loader.destination,
+        "lake": str(loader.lake),
         "db": str(loader.db_file),
         "pipelines": str(tmp_path / "pipelines"),
         "schemas": str(tmp_path / "schemas"),
@@ -146,17 +155,20 @@ from pathlib import Path
 import dlt
 from dlt.common.storages.load_package import PackageStorage
 from dlt.common.storages.load_storage import LoadStorage
+from dlt.destinations.impl.filesystem.filesystem import FilesystemClient
 from dlt.destinations.job_client_impl import SqlJobClientBase
 
 from pipelines.backfill import signature, window_key
 from pipelines.load import make_pipeline, run_load
 
 args = json.loads(sys.argv[1])
-main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
-                     dataset_name="repo_analytics", pipelines_dir=args["pipelines"],
-                     schemas_dir=Path(args["schemas"]))
+lake = args["destination"] == "parquet"
+target = (dlt.destinations.filesystem(bucket_url=args["lake"]) if lake
+          else dlt.destinations.duckdb(args["db"]))
+main = make_pipeline(destination=target, dataset_name="repo_analytics",
+                     pipelines_dir=args["pipelines"], schemas_dir=Path(args["schemas"]))
 owner, step = {"normalized": (LoadStorage, "commit_new_load_package"),
-               "recorded": (SqlJobClientBase, "complete_load"),
+               "recorded": (FilesystemClient if lake else SqlJobClientBase, "complete_load"),
                "marked": (PackageStorage, "complete_loading_package")}[args["kill"]]
 complete = getattr(owner, step)
 
@@ -176,29 +188,34 @@ run_load(main, start_date=start, end_date=end, now=datetime.fromisoformat(args["
 """
 
 
-def recorded_loads(db_file: Path, load_id: str) -> int:
-    """How many times the dataset's `_dlt_loads` records the load `load_id` (none before the
-    first load made the file)."""
-    if not db_file.exists():
+def recorded_loads(loader: Loader, load_id: str) -> int:
+    """How many times the dataset records the load `load_id`: rows of `_dlt_loads` in the
+    DuckDB file, files of it in the lake (none before the first load made them)."""
+    if loader.destination == "parquet":
+        loads = loader.lake / DATASET / "_dlt_loads"
+        return len(list(loads.glob(f"*{load_id}*"))) if loads.is_dir() else 0
+    if not loader.db_file.exists():
         return 0
-    with duckdb.connect(str(db_file), read_only=True) as con:
+    with duckdb.connect(str(loader.db_file), read_only=True) as con:
         (count,) = con.execute(
-            "select count(*) from repo_analytics._dlt_loads where load_id = ?", [load_id]
+            f"select count(*) from {DATASET}._dlt_loads where load_id = ?", [load_id]
         ).fetchone()  # type: ignore[misc]
     return int(count)
 
 
+@pytest.mark.parametrize("destination", DESTINATIONS)
 @pytest.mark.parametrize("kill", ["normalized", "recorded", "marked"])
 def test_rerun_after_a_kill_inside_a_dlt_commit_finishes_the_package(
-    make_sim: Any, tmp_path: Path, kill: str
+    make_sim: Any, tmp_path: Path, kill: str, destination: str
 ) -> None:
     """Killed inside dlt's normalize commit (`normalized`: the package both extracted and
     normalized) or its load commit (`recorded`, `marked`: loaded, still among the normalized
     packages), a window's package is finished by the rerun: loaded if it was not, archived if
     it was, its load recorded once; its window is skipped, not read again, and every row is
-    there. (Before, each of these failed every rerun or recorded the load twice.)"""
+    there, in a DuckDB file and in Delta tables. (Before, each of these failed every rerun or,
+    into DuckDB, recorded the load twice.)"""
     sim: Simulator = make_sim(edition="cloud")
-    loader = Loader(sim, tmp_path)
+    loader = Loader(sim, tmp_path, destination)
     args = source_args(loader)
     start = CLOCK - WINDOW
     killed_run(
@@ -215,7 +232,7 @@ def test_rerun_after_a_kill_inside_a_dlt_commit_finishes_the_package(
     assert marker.exists() == (kill == "marked"), "the kill did not land where it was meant to"
     extracted = [p.name for p in (folder / "normalize" / "extracted").iterdir()]
     assert extracted == ([crashed] if kill == "normalized" else [])
-    assert recorded_loads(loader.db_file, crashed) == (kill != "normalized")
+    assert recorded_loads(loader, crashed) == (kill != "normalized")
     before = sim.requests()["total"]
 
     rerun = run_backfill(loader.pipeline(), start, CLOCK, window_days=30, now=CLOCK, **args)
@@ -224,11 +241,13 @@ def test_rerun_after_a_kill_inside_a_dlt_commit_finishes_the_package(
     assert sim.requests()["total"] - before < 50, "the finished window was read again"
     assert not list((load / "normalized").iterdir())
     assert (load / "loaded" / crashed).is_dir()
-    assert recorded_loads(loader.db_file, crashed) == 1, "the crashed load was recorded again"
-    assert_tables_equal_truth(
-        loader.db_file,
-        sim,
-        "cloud",
-        required=(start, CLOCK),
-        allowed=(start - timedelta(hours=26), CLOCK),
+    assert recorded_loads(loader, crashed) == 1, "the crashed load was recorded again"
+
+    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        if destination == "parquet":
+            return delta_rows(loader.lake, table, columns)
+        return rows_of(loader.db_file, table, columns)
+
+    assert_rows_equal_truth(
+        read, sim, "cloud", required=(start, CLOCK), allowed=(start - timedelta(hours=26), CLOCK)
     )
