@@ -335,10 +335,16 @@ def archive_completed_loads(pipeline: dlt.Pipeline, wait: float | None = None) -
     storage = pipeline._get_load_storage()
     packages = storage.normalized_packages
     for load_id in pipeline.list_normalized_load_packages():
-        if not packages.is_package_completed(load_id) and waiting(
-            functools.partial(load_recorded, pipeline, load_id),
-            lock_wait({WAIT_KEY: wait}),
-            PENDING_KEPT,
+        # dlt records a load only after its jobs all ran
+        jobs_done = not packages.list_new_jobs(load_id) and not packages.list_started_jobs(load_id)
+        if (
+            jobs_done
+            and not packages.is_package_completed(load_id)
+            and waiting(
+                functools.partial(load_recorded, pipeline, load_id),
+                lock_wait({WAIT_KEY: wait}),
+                PENDING_KEPT,
+            )
         ):
             packages.complete_loading_package(load_id, "loaded")
         if packages.is_package_completed(load_id):
@@ -350,12 +356,9 @@ def archive_completed_loads(pipeline: dlt.Pipeline, wait: float | None = None) -
 
 
 def load_recorded(pipeline: dlt.Pipeline, load_id: str) -> bool:
-    """Whether the destination recorded the load of a package whose jobs all completed. A
-    file destination records a load in a file named by its id, which a second record only
-    writes again: nothing to ask there."""
-    packages = pipeline._get_load_storage().normalized_packages
-    if packages.list_new_jobs(load_id) or packages.list_started_jobs(load_id):
-        return False
+    """Whether the destination recorded the load `load_id`. A file destination records a
+    load in a file named by its id, which a second record only writes again: nothing to ask
+    there."""
     if pipeline.destination.destination_name == "filesystem":
         return False
     with pipeline.sql_client() as client:

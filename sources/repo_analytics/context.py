@@ -233,9 +233,16 @@ def text_as_is(kind: pa.DataType) -> bool:
     )
 
 
-def key_bytes(table: pa.Table, names: list[str]) -> list[bytes]:
-    """Each row's key over the columns `names`: the bytes of its `key_texts` string; a small
-    table of text and integer columns joined in Python (`SMALL_KEY_ROWS`), the same bytes."""
+def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
+    """Each row's key over the columns `names`: its one string (`key_texts`), as bytes; a
+    small table of text and integer columns joined in Python (`SMALL_KEY_ROWS`), the same
+    bytes.
+
+    What a list read holds: a page's keys against its scope's (the level's own table, held
+    for one read of the scope) and its parents' against the run's (child tables: one key
+    per parent, see `readers.with_children`). Digests (`compact_keys`) took ~60 % of the
+    keys' cost for ~45 bytes less a key; sets of millions of keys take them.
+    """
     if table.num_rows > SMALL_KEY_ROWS or not all(
         text_as_is(table.schema.field(name).type) for name in names
     ):
@@ -253,17 +260,6 @@ def key_bytes(table: pa.Table, names: list[str]) -> list[bytes]:
     return [KEY_SEPARATOR.join(parts).encode() for parts in zip(*columns, strict=True)]
 
 
-def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
-    """Each row's key over the columns `names`: its one string (`key_texts`), as bytes.
-
-    What a list read holds: a page's keys against its scope's (the level's own table, held
-    for one read of the scope) and its parents' against the run's (child tables: one key
-    per parent, see `readers.with_children`). Digests (`compact_keys`) took ~60 % of the
-    keys' cost for ~45 bytes less a key; sets of millions of keys take them.
-    """
-    return key_bytes(table, names)
-
-
 def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     """Each row's key over the columns `names`: a 16-byte BLAKE2 digest of its one string.
 
@@ -273,9 +269,7 @@ def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     128-bit digest with a chance of about n^2 / 2^129: 1e-27 for a million keys. Digesting
     costs ~0.33 us a key.
     """
-    return [
-        blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in key_bytes(table, names)
-    ]
+    return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in row_keys(table, names)]
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:
