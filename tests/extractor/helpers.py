@@ -24,6 +24,15 @@ def from_ms(ms: int) -> datetime:
     return EPOCH + timedelta(milliseconds=ms)
 
 
+def from_z(text: str) -> datetime:
+    """The API's UTC instant to the second (`2026-03-01T10:20:30Z`) as aware UTC; any other
+    text is refused. `fromisoformat` after the shape check: strptime took ~20 µs an instant,
+    and the truth checks parse hundreds of thousands."""
+    if len(text) != 20 or text[10] != "T" or text[-1] != "Z":
+        raise ValueError(f"not an API instant to the second with Z: {text!r}")
+    return datetime.fromisoformat(text)
+
+
 def as_utc(moment: datetime) -> datetime:
     """A cursor value as aware UTC (zone-less ones are read as UTC, as the API reads them)."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -36,6 +36,7 @@ from tests.conftest import FIXED_NOW
 from tests.extractor.cloud_load.truth import PR_COLUMNS as CLOUD_PR_COLUMNS
 from tests.extractor.cloud_load.truth import pr_row as cloud_pr
 from tests.extractor.conftest import DATASET, Loader
+from tests.extractor.helpers import from_z
 from tests.extractor.server_load.truth import COMMIT_COLUMNS as SERVER_COMMIT_COLUMNS
 from tests.extractor.server_load.truth import PR_COLUMNS as SERVER_PR_COLUMNS
 from tests.extractor.server_load.truth import pr_row as server_pr
@@ -59,10 +60,6 @@ WINDOW_LINE = re.compile(r"^window (\d+)/(\d+) \[(\S+) \.\. (\S+)\): (.*)$")
 # --------------------------------------------------------------------------------------------
 def from_ms(ms: int) -> datetime:
     return EPOCH + timedelta(milliseconds=ms)
-
-
-def from_z(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def cloud_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -17,7 +17,8 @@ import dagster as dg
 from pipelines.dagster_assets import resolve_partitions, window_assets
 from simulator import Simulator
 from tests.extractor.conftest import FAST_RETRY
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env, from_z
+from tests.extractor.helpers import from_z
+from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env
 from tests.scaleout.conftest import PostgresServer
 from tests.scaleout.test_postgres import reader
 

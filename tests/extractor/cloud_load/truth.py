@@ -22,6 +22,7 @@ from tests.extractor.helpers import (
     count,
     data_tables,
     from_ms,
+    from_z,
     periods,
     select,
 )
@@ -59,10 +60,6 @@ PR_COLUMNS = (
 MEASURES = ("added", "changed", "deleted")
 DISTRIBUTION = ("average", "median", "p75", "p95", "p99", "total")
 CHANGE_COLUMNS = ("commits", *(f"lines_{m}_{d}" for m in MEASURES for d in DISTRIBUTION))
-
-
-def from_z(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from tests.extractor.helpers import (
     count,
     data_tables,
     from_ms,
+    from_z,
     period_next,
     periods,
     select,
@@ -154,11 +155,6 @@ PR_STAT_COLUMNS = (
     "open",
 )
 EXPORT_META = ("window_start", "window_end", "row_number")
-
-
-def from_z(text: str) -> datetime:
-    """The API's `authorTimestamp` (`...Z`) as aware UTC."""
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def project_of(item: Mapping[str, Any]) -> str:
