@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -9,6 +10,14 @@ import pytest
 import requests
 
 from simulator import SimConfig, Simulator
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test run sends dlt's anonymous telemetry. The commands turn it off by themselves;
+    tests that build a pipeline in-process get dlt's default (on) otherwise. A value set
+    by whoever runs the suite wins; the telemetry test sets its own per command."""
+    os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
+
 
 # A fixed clock so ground truth is the same on every run: 2026-06-01T00:00:00Z.
 FIXED_NOW = 1_780_272_000
