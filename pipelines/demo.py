@@ -17,7 +17,8 @@ from typing import Any
 import duckdb
 
 from pipelines.backfill import run_backfill
-from pipelines.cli import DEFAULT_DUCKDB, save_report
+from pipelines.cli import save_report
+from pipelines.cli_parser import DEFAULT_DUCKDB
 from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("simulator.server", "simulator.app", "trustme")
 PROBE = f"""
 import sys
-from pipelines.cli import build_parser
+from pipelines.cli_parser import build_parser
 parser = build_parser()
 assert parser.parse_args(["sim", "--edition", "server"]).edition == "server"
 print(sorted(name for name in {HEAVY!r} if name in sys.modules))

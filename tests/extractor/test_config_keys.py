@@ -31,7 +31,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.cli import build_parser, main
+from pipelines.cli import main
+from pipelines.cli_parser import build_parser
 from simulator import Simulator
 from sources.repo_analytics.config import SECRET_KEYS, env_name, setting_keys
 from tests.conftest import FIXED_NOW
