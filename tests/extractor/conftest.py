@@ -4,6 +4,7 @@ Delta tables on a filesystem (the Parquet output), read back with SQL either way
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +74,8 @@ class Loader:
     copies: dict[str | None, tuple[object, duckdb.DuckDBPyConnection]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    # the read-only connection to the DuckDB file that the queries of a `reading` block share
+    held: list[duckdb.DuckDBPyConnection] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def db_file(self) -> Path:
@@ -122,16 +125,32 @@ class Loader:
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         """`sql` over the dataset, with the dataset as the default schema."""
         if self.only_source is None and self.destination == "duckdb":
+            if self.held:
+                with self.held[0].cursor() as con:
+                    return on_dataset(con, sql)
             with duckdb.connect(str(self.db_file), read_only=True) as con:
-                if con.execute(
-                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [DATASET]
-                ).fetchall():  # none after a run that wrote nothing
-                    con.execute(f"SET schema '{DATASET}'")
-                return con.execute(sql).fetchall()
+                return on_dataset(con, sql)
         # a connection of its own to the copy: settings (`SET TimeZone`) stay with the query
         with self.copy().cursor() as con:
             con.execute(f"SET schema '{DATASET}'")
             return con.execute(sql).fetchall()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Inside, the queries on the DuckDB file share one read-only connection: opening one
+        takes ~30 ms (DuckDB starts its threads), and a check of a whole dataset asks a few
+        hundred queries. Nothing may write the file inside the block: the connection holds
+        it. Copies (Delta tables, one source's rows) are kept anyway (`copy`)."""
+        shared = self.only_source is None and self.destination == "duckdb"
+        if self.held or not shared or not self.db_file.exists():
+            yield  # (no file: each query fails as it did outside a block)
+            return
+        with duckdb.connect(str(self.db_file), read_only=True) as con:
+            self.held.append(con)
+            try:
+                yield
+            finally:
+                self.held.clear()
 
     def copy(self) -> duckdb.DuckDBPyConnection:
         """The in-memory copy `rows` reads, made again once the stored files changed."""
@@ -147,6 +166,16 @@ class Loader:
             con = lake_connection(self.lake)
         self.copies[self.only_source] = (stored, con)
         return con
+
+
+def on_dataset(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
+    """`sql` with the dataset as the default schema, when the file has it (none after a run
+    that wrote nothing)."""
+    if con.execute(
+        "SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [DATASET]
+    ).fetchall():
+        con.execute(f"SET schema '{DATASET}'")
+    return con.execute(sql).fetchall()
 
 
 def stored_files(path: Path) -> list[tuple[str, int, int, int]]:

@@ -104,11 +104,12 @@ def count(loader: Loader, table: str, where: str = "") -> int:
 
 def snapshot(loader: Loader) -> dict[str, list[tuple[Any, ...]]]:
     """Every data table's full contents without dlt's own columns, sorted."""
-    out = {}
-    for table in sorted(data_tables(loader)):
-        columns = [c for c in column_types(loader, table) if not c.startswith("_dlt_")]
-        out[table] = select(loader, table, columns, "ORDER BY ALL")
-    return out
+    with loader.reading():
+        out = {}
+        for table in sorted(data_tables(loader)):
+            columns = [c for c in column_types(loader, table) if not c.startswith("_dlt_")]
+            out[table] = select(loader, table, columns, "ORDER BY ALL")
+        return out
 
 
 def by_key(rows: Iterable[tuple[Any, ...]], width: int) -> dict[tuple[Any, ...], tuple]:

@@ -423,25 +423,27 @@ def check_change_statistics(
 
 def check_primary_keys(loader: Loader) -> None:
     """No duplicates: every table's natural key is unique."""
-    for table in sorted(data_tables(loader)):
-        key = ", ".join(f'"{c}"' for c in PRIMARY_KEYS[table])
-        total, distinct = loader.rows(
-            f'SELECT (SELECT count(*) FROM "{table}"), '
-            f'(SELECT count(*) FROM (SELECT DISTINCT {key} FROM "{table}"))'
-        )[0]
-        assert total == distinct, f"{table}: {total} rows, {distinct} distinct keys"
-        assert total > 0, f"{table} is empty"
-        if "removed" in column_types(loader, table):  # README: marker rows are never stored
-            assert count(loader, table, "WHERE removed") == 0, f"{table} stores marker rows"
+    with loader.reading():
+        for table in sorted(data_tables(loader)):
+            key = ", ".join(f'"{c}"' for c in PRIMARY_KEYS[table])
+            total, distinct = loader.rows(
+                f'SELECT (SELECT count(*) FROM "{table}"), '
+                f'(SELECT count(*) FROM (SELECT DISTINCT {key} FROM "{table}"))'
+            )[0]
+            assert total == distinct, f"{table}: {total} rows, {distinct} distinct keys"
+            assert total > 0, f"{table} is empty"
+            if "removed" in column_types(loader, table):  # README: marker rows never stored
+                assert count(loader, table, "WHERE removed") == 0, f"{table} stores marker rows"
 
 
 def check_everything(loader: Loader, truth: Truth, window: Window) -> None:
     """Every table equals the truth restricted to the window."""
-    check_repository_commits(loader, truth, window)
-    check_workspace_commits(loader, truth, window)
-    check_user_commits(loader, truth, window)
-    check_parents(loader, truth, window)
-    for level in ("repository", "workspace", "user"):
-        check_pull_requests(loader, truth, window, level)
-    check_users(loader, truth)
-    check_primary_keys(loader)
+    with loader.reading():
+        check_repository_commits(loader, truth, window)
+        check_workspace_commits(loader, truth, window)
+        check_user_commits(loader, truth, window)
+        check_parents(loader, truth, window)
+        for level in ("repository", "workspace", "user"):
+            check_pull_requests(loader, truth, window, level)
+        check_users(loader, truth)
+        check_primary_keys(loader)

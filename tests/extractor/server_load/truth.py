@@ -476,31 +476,33 @@ def check_statistics(
 
 def check_primary_keys(loader: Loader) -> None:
     """Every table's natural key is unique and never NULL; no table is empty."""
-    for table in sorted(data_tables(loader)):
-        key = ", ".join(f'"{c}"' for c in PRIMARY_KEYS[table])
-        nulls = " OR ".join(f'"{c}" IS NULL' for c in PRIMARY_KEYS[table])
-        total, distinct, null = loader.rows(
-            f'SELECT (SELECT count(*) FROM "{table}"), '
-            f'(SELECT count(*) FROM (SELECT DISTINCT {key} FROM "{table}")), '
-            f'(SELECT count(*) FROM "{table}" WHERE {nulls})'
-        )[0]
-        assert total == distinct, f"{table}: {total} rows, {distinct} distinct keys"
-        assert null == 0, f"{table}: {null} rows with a NULL key column"
-        assert total > 0, f"{table} is empty"
-        if "removed" in column_types(loader, table):  # README: marker rows are never stored
-            assert count(loader, table, "WHERE removed") == 0, f"{table} stores marker rows"
+    with loader.reading():
+        for table in sorted(data_tables(loader)):
+            key = ", ".join(f'"{c}"' for c in PRIMARY_KEYS[table])
+            nulls = " OR ".join(f'"{c}" IS NULL' for c in PRIMARY_KEYS[table])
+            total, distinct, null = loader.rows(
+                f'SELECT (SELECT count(*) FROM "{table}"), '
+                f'(SELECT count(*) FROM (SELECT DISTINCT {key} FROM "{table}")), '
+                f'(SELECT count(*) FROM "{table}" WHERE {nulls})'
+            )[0]
+            assert total == distinct, f"{table}: {total} rows, {distinct} distinct keys"
+            assert null == 0, f"{table}: {null} rows with a NULL key column"
+            assert total > 0, f"{table} is empty"
+            if "removed" in column_types(loader, table):  # README: marker rows are never stored
+                assert count(loader, table, "WHERE removed") == 0, f"{table} stores marker rows"
 
 
 def check_lists(
     loader: Loader, truth: Truth, window: Window, scopes: Mapping[str, set[str]]
 ) -> None:
     """Every list table at every level, and the child tables."""
-    for kind in KINDS:
-        for level in LEVELS:
-            check_list(loader, truth, window, kind, level, scopes)
-    check_parents(loader, truth, window)
-    check_people(loader, truth, window, "reviewers")
-    check_people(loader, truth, window, "participants")
+    with loader.reading():
+        for kind in KINDS:
+            for level in LEVELS:
+                check_list(loader, truth, window, kind, level, scopes)
+        check_parents(loader, truth, window)
+        check_people(loader, truth, window, "reviewers")
+        check_people(loader, truth, window, "participants")
 
 
 def contents(
