@@ -47,7 +47,6 @@ WINDOW_DAYS = 30
 WINDOW = timedelta(days=WINDOW_DAYS)
 SLACK = timedelta(hours=26)  # the cloud commit date has no zone: commits are read 26 h wider
 EDGE = timedelta(hours=14)  # the widest author offset (README: Self-reconciliation)
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 WEEK = timedelta(days=7)
 DAY = timedelta(days=1)
 TOP_LEVEL = {"cloud": "workspace", "server": "global"}
@@ -58,10 +57,6 @@ WINDOW_LINE = re.compile(r"^window (\d+)/(\d+) \[(\S+) \.\. (\S+)\): (.*)$")
 # --------------------------------------------------------------------------------------------
 # ground truth, per edition: the repository-level commit and pull-request tables
 # --------------------------------------------------------------------------------------------
-def from_ms(ms: int) -> datetime:
-    return EPOCH + timedelta(milliseconds=ms)
-
-
 def cloud_commit(c: Mapping[str, Any]) -> tuple[Any, ...]:
     return (
         c["repository"]["slug"],
