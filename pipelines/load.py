@@ -30,6 +30,7 @@ from pipelines.duckdb_file import (
     waiting,
     without_file_keys,
 )
+from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import prune_stale_children
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
@@ -305,6 +306,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     if pipeline.list_extracted_load_packages():
         pipeline.normalize()
     if pipeline.list_normalized_load_packages():
+        deduplicate_interrupted(pipeline)  # a copy may have run twice: see the module
         waiting(lambda: locked_load(pipeline), lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
 
 

@@ -329,4 +329,7 @@ def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     else:
         key = ("level", "scope", "window_start", "row_number")
         merge_key = ("level", "scope", "window_start")
-    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)
+    # a delete-insert merge keeps one row per key itself (`export_rows`)
+    return table_hints(
+        ctx, endpoint.table, key, nullability(table.schema), merge_key, deduplicated=False
+    )
