@@ -86,10 +86,11 @@ def test_a_copy_run_twice_after_a_kill_lands_each_key_once(host: Simulator, tmp_
     path = tmp_path / "crashed"
     killed = killed_after_copy(host, path)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    # the case guarded: the package pending, TABLE's copy committed and not recorded
+    # the case guarded: the package pending, TABLE's copy committed and not recorded (the
+    # other job of the load's two at a time may be under way too)
     (load_id,) = packages(path / "pipelines")["normalized"]
     package = path / "pipelines" / "repo_analytics" / "load" / "normalized" / load_id
-    assert started_without_record(package) == [TABLE]
+    assert TABLE in started_without_record(package)
     schema = json.loads((package / "schema.json").read_text())
     assert schema["tables"][TABLE]["x-stage-data-deduplicated"] is True
 
