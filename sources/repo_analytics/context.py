@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from hashlib import blake2b
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .client import ApiClient
+from .export_keys import KeyDigester
 from .origin import SOURCE
 from .plan import RunPlan
 from .report import RunReport
@@ -60,6 +60,8 @@ class ReadContext:
     # each table's hints, one object per set of them: pages with the same hints hand over
     # the same object, compared by identity (`source_items`)
     hints: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    # digests of CSV exports' keys (`export_keys`), by a DuckDB opened at first use
+    digester: KeyDigester = field(default_factory=KeyDigester)
 
 
 @dataclass(frozen=True)
@@ -95,13 +97,13 @@ def table_hints(
     parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
     filesystem) upsert by primary key instead, without that replacement.
 
-    `deduplicated`: the run yields each key of the table once (`emit`, a child table's rows
-    once per parent), so a delete-insert merge inserts the staged rows as they are instead
-    of numbering every row by key to keep one (dlt's `deduplicated`): the merge streams, and
-    DuckDB needs far less memory for it (a window of the large self-hosted year failed at a
-    100MB limit with de-duplication, not at 64MB without: `bench/results/HISTORY.md`). A
-    package whose load a crash interrupted may hold a copy twice in staging: its merges
-    de-duplicate again (`pipelines/load.py`, `deduplicate_interrupted`).
+    `deduplicated`: the run yields each key of the table once (`emit`; a child table's
+    rows once per parent; an export's rows by `export_keys`), so a delete-insert merge
+    inserts the staged rows as they are instead of numbering every row by key to keep one
+    (dlt's `deduplicated`): the merge streams, and DuckDB needs far less memory for it (a
+    window of the large self-hosted year failed at a 100MB limit with de-duplication, not at
+    64MB without: `bench/results/HISTORY.md`). A package whose load a crash interrupted may
+    hold a copy twice in staging: its merges de-duplicate again (`pipelines/interrupted.py`).
     """
     key = (
         table,
@@ -134,7 +136,6 @@ def emit(
     table: pa.Table,
     hints: Any,
     scope: Scope | None = None,
-    compact: bool = False,
 ) -> Iterator[Batch]:
     """`table` with its hints, less the rows that must not reach the destination twice.
 
@@ -142,18 +143,19 @@ def emit(
     of child rows, not one per level: see `readers.with_children`), a statistics period can
     be read by its resource and by the refresh, and an item can shift across pages while a
     list is read. A load whose rows repeat a key fails on Delta tables (`MERGE matched a
-    target row with multiple source rows`) and depends on dlt's de-duplication elsewhere. The
-    first copy is kept: a later change is the next run's (its look-back reads it again).
+    target row with multiple source rows`), and the merges elsewhere insert the staged rows as
+    they are (`table_hints`). The first copy is kept: a later change is the next run's (its
+    look-back reads it again).
 
     With `scope`, the table's keys name the scope and only one read of it yields them (a
-    list of a level's own table, a CSV export): its keys are held apart and forgotten when
-    that read ends (`forget`), not kept to the end of the run: a year's backfill window held
-    every level's list keys to its end (medium self-hosted: 194k of its 288k keys).
-    `compact`: the keys are held as digests (`compact_keys`), for reads of millions of rows.
+    list of a level's own table): its keys are held apart and forgotten when that read ends
+    (`forget`), not kept to the end of the run: a year's backfill window held every level's
+    list keys to its end (medium self-hosted: 194k of its 288k keys). A CSV export's keys:
+    `export_keys`.
     """
     # the run reads one source: its keys are told apart without it
     names = [c for c in hints["primary_key"] if c != SOURCE]
-    keys = (compact_keys if compact else row_keys)(table, names)
+    keys = row_keys(table, names)
     keep = fresh_keys(ctx, seen_at(hints["table_name"], scope), keys)
     yield from hand_over(ctx, table if keep is None else table.filter(keep), hints)
 
@@ -207,7 +209,6 @@ def forget(ctx: ReadContext, table: str, scope: Scope) -> None:
 KEY_SEPARATOR = "\x00\x00"
 ESCAPED_NUL = "\x00\x01"
 NULL_VALUE = "\x00\x02"
-KEY_DIGEST_BYTES = 16
 
 
 def nul_free(kind: pa.DataType) -> bool:
@@ -258,8 +259,9 @@ def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
 
     What a list read holds: a page's keys against its scope's (the level's own table, held
     for one read of the scope) and its parents' against the run's (child tables: one key
-    per parent, see `readers.with_children`). Digests (`compact_keys`) took ~60 % of the
-    keys' cost for ~45 bytes less a key; sets of millions of keys take them.
+    per parent, see `readers.with_children`). Python's digests of them took ~60 % more of
+    the keys' cost for ~45 bytes less a key; a CSV export's millions of keys are held as
+    Arrow arrays of digests instead (`export_keys`).
     """
     if table.num_rows > SMALL_KEY_ROWS or not all(
         text_as_is(table.schema.field(name).type) for name in names
@@ -276,18 +278,6 @@ def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
         for name in names
     ]
     return [KEY_SEPARATOR.join(parts).encode() for parts in zip(*columns, strict=True)]
-
-
-def compact_keys(table: pa.Table, names: list[str]) -> list[bytes]:
-    """Each row's key over the columns `names`: a 16-byte BLAKE2 digest of its one string.
-
-    For the sets of a read of millions of rows (a year's CSV export of the large self-hosted
-    host put a million keys in one set: 81-character texts take 173 bytes a key with the
-    set's own, digests 91; a tuple of values twice the text). Two different keys share a
-    128-bit digest with a chance of about n^2 / 2^129: 1e-27 for a million keys. Digesting
-    costs ~0.33 us a key.
-    """
-    return [blake2b(text, digest_size=KEY_DIGEST_BYTES).digest() for text in row_keys(table, names)]
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:

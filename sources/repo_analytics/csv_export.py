@@ -23,14 +23,14 @@ from pyarrow import csv as pa_csv
 from .context import (
     ReadContext,
     Scope,
-    emit,
-    forget,
     hand_over,
+    key_texts,
     label_of,
     nullability,
     table_hints,
 )
 from .dates import utc_from_iso, windows
+from .export_keys import ExportKeys
 from .origin import SOURCE
 from .readers import bounds, date_params
 from .tables import Endpoint
@@ -293,6 +293,7 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
     """An export endpoint for one scope, in windows of at most 366 days, streamed."""
     label = label_of(endpoint, scope)
     since, until = bounds(ctx, endpoint, last_value)
+    keys = ExportKeys(ctx.digester)  # the scope's, over its windows
     for start, end in export_windows(since, until):
         params = {**endpoint.params, **date_params(ctx, start, end)}
         context = {
@@ -304,20 +305,18 @@ def read_csv(ctx: ReadContext, endpoint: Endpoint, scope: Scope, last_value: Any
         with ctx.client.get_body(scope.path(endpoint.path), params, label) as body:
             for table in csv_tables(body, context):
                 ctx.report.count_rows(label, table.num_rows)
-                yield from export_rows(ctx, table, export_hints(ctx, endpoint, table), scope)
-    forget(ctx, endpoint.table, scope)  # a scope's export is read once a run
+                yield from export_rows(ctx, table, export_hints(ctx, endpoint, table), keys)
 
 
-def export_rows(ctx: ReadContext, table: pa.Table, hints: Any, scope: Scope) -> Iterator[Any]:
-    """An export's rows for dlt. A row whose key an export repeats (a host's error: a scope's
-    windows do not overlap) is dropped here only where the destination upserts (Delta tables
-    fail a load whose rows repeat a key); a merge by delete-insert (DuckDB, warehouses) keeps
-    one row per key itself. A year's global export of the large self-hosted host held a
-    million keys until it was read (~90 MB of digests)."""
-    if ctx.plan.merge_strategy == "upsert":
-        yield from emit(ctx, table, hints, scope, compact=True)
-    else:
-        yield from hand_over(ctx, table, hints)
+def export_rows(ctx: ReadContext, table: pa.Table, hints: Any, keys: ExportKeys) -> Iterator[Any]:
+    """An export's rows for dlt, less a row whose key the export yielded before (a host's
+    error: a scope's windows do not overlap). Every destination needs it: an upsert whose
+    rows repeat a key fails on Delta tables, and a delete-insert merge inserts the staged
+    rows as they are (`context.table_hints`). The scope's level and key are the same on
+    every row: they are left out of the digests."""
+    names = [c for c in hints["primary_key"] if c not in (SOURCE, "level", "scope")]
+    keep = keys.fresh(key_texts(table, names))
+    yield from hand_over(ctx, table if keep is None else table.filter(keep), hints)
 
 
 def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
@@ -329,7 +328,4 @@ def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     else:
         key = ("level", "scope", "window_start", "row_number")
         merge_key = ("level", "scope", "window_start")
-    # a delete-insert merge keeps one row per key itself (`export_rows`)
-    return table_hints(
-        ctx, endpoint.table, key, nullability(table.schema), merge_key, deduplicated=False
-    )
+    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)

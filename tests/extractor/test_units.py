@@ -26,9 +26,10 @@ from sources.repo_analytics.cloud import (
 )
 from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
-from sources.repo_analytics.context import compact_keys, key_texts, row_keys
+from sources.repo_analytics.context import key_texts, row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
+from sources.repo_analytics.export_keys import ExportKeys, KeyDigester
 from sources.repo_analytics.mapping import child_rows, series_to_arrow, to_arrow
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.server import PAGING as SERVER_PAGING
@@ -811,12 +812,26 @@ def key_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return str(request.param)
 
 
+def test_export_keys_keep_the_first_row_of_each_key_over_the_batches() -> None:
+    """A scope's export: a key repeated inside a batch, one a later batch repeats, and the
+    rest kept; the held digests are those of the rows kept (16 bytes a key)."""
+    keys = ExportKeys(KeyDigester())
+    first = pa.array(["a", "b", "a", "c", "b"])
+    assert keys.fresh(first).to_pylist() == [True, True, False, True, False]
+    assert keys.fresh(pa.array(["d", "e"])) is None
+    assert keys.fresh(pa.array(["e", "f", "a", "f"])).to_pylist() == [False, True, False, False]
+    assert keys.fresh(pa.array(["g"])) is None
+    held = [d for batch in keys.seen for d in batch.to_pylist()]
+    assert len(held) == len(set(held)) == 7 and {len(d) for d in held} == {16}
+    assert ExportKeys(KeyDigester()).fresh(pa.array([], pa.string())) is None
+
+
 def test_row_keys_tell_every_row_apart_and_match_equal_rows(key_path: str) -> None:
-    """One string per row (its bytes the key a list read holds), and one digest of it (what a
-    CSV export's read holds): a NUL inside a value, a missing value, an empty one and the null
-    marker's own text never make two different rows one key; equal values make one key
-    whatever the column's integer width. `key_texts` is Arrow's; the keys, by either path
-    (`key_path`), are its bytes."""
+    """One string per row (its bytes the key a list read holds), and one digest of it (what
+    a CSV export's read holds, `export_keys`): a NUL inside a value, a missing value, an
+    empty one and the null marker's own text never make two different rows one key; equal
+    values make one key whatever the column's integer width. `key_texts` is Arrow's; the
+    keys, by either path (`key_path`), are its bytes."""
     table = pa.table(
         {
             "a": ["x\x00", "x", None, "", "\x00\x02", "1", "x\x00"],
@@ -826,14 +841,14 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows(key_path: str) -> No
     )
     texts = key_texts(table, ["a", "b", "n"]).to_pylist()
     keys = row_keys(table, ["a", "b", "n"])
-    digests = compact_keys(table, ["a", "b", "n"])
+    digests = KeyDigester().digests(key_texts(table, ["a", "b", "n"])).to_pylist()
     assert len(set(texts)) == len(texts) == 7
     assert keys == [text.encode() for text in texts]
     assert len(set(digests)) == len(digests) == 7 and {len(k) for k in digests} == {16}
     narrow = pa.table({"a": ["x\x00"], "b": ["y"], "n": pa.array([1], pa.int32())})
     assert key_texts(narrow, ["a", "b", "n"]).to_pylist() == texts[:1]
     assert row_keys(narrow, ["a", "b", "n"]) == keys[:1]
-    assert compact_keys(narrow, ["a", "b", "n"]) == digests[:1]
+    assert KeyDigester().digests(key_texts(narrow, ["a", "b", "n"])).to_pylist() == digests[:1]
     large = table.cast(
         pa.schema([("a", pa.large_string()), ("b", pa.large_string()), ("n", pa.int64())])
     )
@@ -852,4 +867,4 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows(key_path: str) -> No
     ]
     assert key_texts(table, ["b"]).to_pylist().count("z") == 4  # a value without NUL is itself
     assert len(set(row_keys(table, ["b"]))) == 3  # y, \x00y, z
-    assert len(set(compact_keys(table, ["b"]))) == 3
+    assert len(set(KeyDigester().digests(key_texts(table, ["b"])).to_pylist())) == 3
