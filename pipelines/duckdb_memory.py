@@ -4,7 +4,10 @@ DuckDB's own default is 80 % of the machine's memory, and a merge takes what it 
 year's CSV exports merged into their tables took the run from ~520 MB (extracting) to
 ~1,000 MB (loading) on the medium self-hosted year. Under a limit DuckDB spills what does not
 fit to a temporary folder next to the file (`<file>.tmp`) and removes it afterwards: measured
-there, 150 MB held the run to ~510 MB at the same speed (bench/results/year-*.md).
+there, 150 MB held the run to ~510 MB at the same speed (bench/results/year-*.md). Since the
+merges insert the staged rows as they are (no numbering by key: `context.table_hints`), 100
+MB serves the same year's default settings at the same speed (peak 348 MB against 387 MB at
+150 MB); at 64 MB its merges spill more (+20 % wall).
 
 The limit reaches dlt's connections as DuckDB's `memory_limit` in the credentials'
 `global_config` (dlt's own setting, which wins where it names `memory_limit`), and our own

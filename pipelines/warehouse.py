@@ -27,7 +27,7 @@ from sources.repo_analytics.errors import ConfigError, RepoAnalyticsError
 LOCAL_DESTINATIONS = ("duckdb", "filesystem")
 LOCK_NAMESPACE = "repo_analytics load "
 # One DuckDB file, one process, one memory limit: dlt ran a load's jobs (a merge per table) up to
-# 20 at once, and under the 150MB default their commits failed to pin memory and were retried
+# 20 at once, and under the then 150MB default their commits failed to pin memory and were retried
 # (a large self-hosted year: 46 retries, each a traceback in the output). Two at a time: none
 # on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
 # one at a time: +5.7 %).
