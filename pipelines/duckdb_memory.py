@@ -7,7 +7,9 @@ fit to a temporary folder next to the file (`<file>.tmp`) and removes it afterwa
 there, 150 MB held the run to ~510 MB at the same speed (bench/results/year-*.md). Since the
 merges insert the staged rows as they are (no numbering by key: `context.table_hints`), 100
 MB serves the same year's default settings at the same speed (peak 348 MB against 387 MB at
-150 MB); at 64 MB its merges spill more (+20 % wall).
+150 MB); at 64 MB its merges spill more (+20 % wall). The default, 80 MB, holds a year of a
+million commits with default settings under 400 MB (384-397 MB against 399-416 MB at 100 MB,
++7.5 % wall; the medium cloud lists +4 %).
 
 The limit reaches dlt's connections as DuckDB's `memory_limit` in the credentials'
 `global_config` (dlt's own setting, which wins where it names `memory_limit`), and our own

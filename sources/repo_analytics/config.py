@@ -229,12 +229,12 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
         whole=False,
     )
     duckdb_memory_limit: str = setting(
-        "100MB",
+        "80MB",
         "the most memory DuckDB takes for its work on the file (the load's merges, "
         "reconciliation); past it DuckDB spills to a temporary folder next to the file",
         "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB), or `default` "
         "(DuckDB's own: 80 % of the machine's memory)",
-        "100MB",
+        "80MB",
     )
     publish_duckdb_to: str | None = setting(
         None,

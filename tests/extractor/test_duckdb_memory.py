@@ -55,9 +55,9 @@ def limit_in_duckdb(folder: Path, limit: str | None) -> tuple[float, int]:
 
 def test_the_default_limit_reaches_dlts_connections(tmp_path: Path) -> None:
     default = memory_limit({})
-    assert default == default_of("duckdb_memory_limit") == "100MB"
+    assert default == default_of("duckdb_memory_limit") == "80MB"
     mib, _ = limit_in_duckdb(tmp_path, default)
-    assert mib == pytest.approx(100e6 / MIB, abs=0.1)
+    assert mib == pytest.approx(80e6 / MIB, abs=0.1)
 
 
 def test_default_leaves_duckdbs_own_limit(tmp_path: Path) -> None:
