@@ -25,12 +25,10 @@ DEDUPLICATED: Final = "x-stage-data-deduplicated"  # dlt's table hint for `dedup
 MERGE_JOB_FORMAT: Final = "sql"  # a merge (a follow-up job) reruns whole: it changes no staged row
 
 
-def deduplicate_interrupted(pipeline: dlt.Pipeline) -> dict[str, list[str]]:
+def deduplicate_interrupted(pipeline: dlt.Pipeline) -> None:
     """Drop the `deduplicated` declaration of the tables whose copy may have run twice, in
-    every normalized package of `pipeline` (call it before their load resumes). Returns the
-    tables changed, by load id."""
+    every normalized package of `pipeline` (call it before their load resumes)."""
     packages = pipeline._get_load_storage().normalized_packages
-    changed: dict[str, list[str]] = {}
     for load_id in pipeline.list_normalized_load_packages():
         doubtful = interrupted_copies(packages, load_id)
         if not doubtful:
@@ -39,12 +37,10 @@ def deduplicate_interrupted(pipeline: dlt.Pipeline) -> dict[str, list[str]]:
         tables = sorted(name for name in doubtful if undeclare(schema, name))
         if tables:
             packages.save_schema(load_id, schema)
-            changed[load_id] = tables
             logger.info(
                 f"load {load_id} was interrupted while copying {', '.join(tables)}: "
                 "their merges de-duplicate the staged rows"
             )
-    return changed
 
 
 def undeclare(schema: Schema, table: str) -> bool:

@@ -87,7 +87,6 @@ def table_hints(
     primary_key: tuple[str, ...],
     columns: dict[str, Any],
     merge_key: tuple[str, ...] = (),
-    deduplicated: bool = True,
 ) -> Any:
     """Hints for one table of a resource's output; each table gets its own variant.
 
@@ -97,27 +96,22 @@ def table_hints(
     parent's children, a CSV window. Destinations without delete-insert (Delta tables on a
     filesystem) upsert by primary key instead, without that replacement.
 
-    `deduplicated`: the run yields each key of the table once (`emit`; a child table's
-    rows once per parent; an export's rows by `export_keys`), so a delete-insert merge
-    inserts the staged rows as they are instead of numbering every row by key to keep one
-    (dlt's `deduplicated`): the merge streams, and DuckDB needs far less memory for it (a
-    window of the large self-hosted year failed at a 100MB limit with de-duplication, not at
-    64MB without: `bench/results/HISTORY.md`). A package whose load a crash interrupted may
-    hold a copy twice in staging: its merges de-duplicate again (`pipelines/interrupted.py`).
+    Every table is declared de-duplicated: the run yields each key of it once (`emit`; a
+    child table's rows once per parent; an export's rows by `export_keys`), so a
+    delete-insert merge inserts the staged rows as they are instead of numbering every row
+    by key to keep one (dlt's `deduplicated`): the merge streams, and DuckDB needs far less
+    memory for it (a window of the large self-hosted year failed at a 100MB limit with
+    de-duplication, not at 64MB without: `bench/results/HISTORY.md`). A package whose load
+    a crash interrupted may hold a copy twice in staging: its merges de-duplicate again
+    (`pipelines/interrupted.py`).
     """
-    key = (
-        table,
-        primary_key,
-        merge_key,
-        deduplicated,
-        tuple((k, tuple(v.items())) for k, v in columns.items()),
-    )
+    key = (table, primary_key, merge_key, tuple((k, tuple(v.items())) for k, v in columns.items()))
     found = ctx.hints.get(key)
     if found is not None:  # one object per set of hints (`ReadContext.hints`)
         return found
     strategy = ctx.plan.merge_strategy
     disposition: dict[str, Any] = {"disposition": "merge", "strategy": strategy}
-    if strategy == "delete-insert" and deduplicated:
+    if strategy == "delete-insert":
         disposition["deduplicated"] = True
     hints = dlt.mark.make_hints(
         table_name=table,

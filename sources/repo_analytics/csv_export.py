@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 BATCH_ROWS: Final = 5_000
 MAX_WINDOW: Final = timedelta(days=366)
+SCOPE_COLUMNS: Final = ("level", "scope")  # lead every export key; one value per scope read
 # (pattern on the normalised column name, Arrow type); the first match wins.
 TYPE_RULES: Final = (
     (re.compile(r"(^|_)date$|_at$|timestamp"), pa.timestamp("us", tz="UTC")),
@@ -314,7 +315,7 @@ def export_rows(ctx: ReadContext, table: pa.Table, hints: Any, keys: ExportKeys)
     rows repeat a key fails on Delta tables, and a delete-insert merge inserts the staged
     rows as they are (`context.table_hints`). The scope's level and key are the same on
     every row: they are left out of the digests."""
-    names = [c for c in hints["primary_key"] if c not in (SOURCE, "level", "scope")]
+    names = [c for c in hints["primary_key"] if c != SOURCE and c not in SCOPE_COLUMNS]
     keep = keys.fresh(key_texts(table, names))
     yield from hand_over(ctx, table if keep is None else table.filter(keep), hints)
 
@@ -323,9 +324,9 @@ def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     """The natural key when the header has it; else the window, replaced when re-read."""
     names = set(table.column_names)
     if endpoint.csv_key and set(endpoint.csv_key) <= names:
-        key: tuple[str, ...] = ("level", "scope", *endpoint.csv_key)
+        key: tuple[str, ...] = (*SCOPE_COLUMNS, *endpoint.csv_key)
         merge_key: tuple[str, ...] = ()
     else:
-        key = ("level", "scope", "window_start", "row_number")
-        merge_key = ("level", "scope", "window_start")
+        key = (*SCOPE_COLUMNS, "window_start", "row_number")
+        merge_key = (*SCOPE_COLUMNS, "window_start")
     return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)

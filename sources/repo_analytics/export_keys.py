@@ -2,9 +2,9 @@
 
 A host's faulty export can repeat a row; the run drops the repeat so that every table's
 staged rows hold each key once (the merges insert them as they are: `context.table_hints`).
-A year's global export of the large self-hosted host has a million rows: Python's sets of
-digests took ~91 bytes a key (`context.compact_keys`), these arrays take 16. The digests
-are DuckDB's `md5_number` of each row's key text (`context.key_texts`), worked out of
+A year's global export of the large self-hosted host has a million rows: the Python sets of
+16-byte BLAKE2 digests the run held before took ~91 bytes a key; these arrays take 16. The
+digests are DuckDB's `md5_number` of each row's key text (`context.key_texts`), worked out of
 Python's lock (~0.3 us a row); two different keys share one with a chance of about
 n^2 / 2^129. Each batch is looked up in the batches before it: a scan of the export's
 digests per batch of `csv_export.BATCH_ROWS` rows, out of Python's lock too (~10-25 ns a
