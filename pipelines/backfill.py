@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dlt
 
@@ -48,6 +48,9 @@ from sources.repo_analytics.report import waited_wall
 from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
 from sources.repo_analytics.transport import HostGate
+
+if TYPE_CHECKING:
+    from pipelines.reconcile_prefetch import StatisticsPrefetch
 
 SIGNATURE_KEYS = (
     "edition",
@@ -120,6 +123,7 @@ class WindowLoads:
         # the first window read gives an older version's tables the source column; tables
         # made later are made with it (~50 ms a window of opening DuckDB and asking)
         self.adopted = False
+        self.reports: list[RunReport] = []  # of the windows read, CSV exports' left out
 
     @property
     def pending(self) -> int:
@@ -138,6 +142,8 @@ class WindowLoads:
         except BaseException:
             report.finish()
             raise
+        if not outcome.exports:
+            self.reports.append(report)
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
@@ -212,11 +218,13 @@ def run_backfill(
     window_days: int = DEFAULT_WINDOW_DAYS,
     progress: Progress | None = None,
     now: datetime | None = None,
+    prefetch: StatisticsPrefetch | None = None,
     **source_args: Any,
 ) -> BackfillResult:
     """Load [since, until) window by window on `pipeline`, skipping the windows an earlier
     run finished. A failure stops the backfill: the windows loaded before it stay recorded,
-    and the failure is raised.
+    and the failure is raised. `prefetch`: the reconciliation's statistics, asked once the
+    last window is read, while it loads (`pipelines/reconcile_prefetch.py`).
 
     CSV exports are read in windows of their own, as long as the API allows (366 days), after
     the other resources' windows: an export answers a whole range in one request, so a
@@ -276,6 +284,10 @@ def run_backfill(
                     range_discovery=discovery,
                     **{**source_args, "resources": list(families)},
                 )
+        if prefetch is not None:
+            prefetch.start(
+                sorted({r.read_range for r in loads.reports if r.read_range}), loads.reports
+            )
     finally:
         loads.land()  # a failure while reading a window: the window before it lands first
     if not result.partial and reaches_clock(planned[-1][1], clock, settings):

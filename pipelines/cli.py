@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli_parser import (
     DEFAULT_DUCKDB,
@@ -17,6 +17,9 @@ from pipelines.cli_parser import (
     flag_settings,
 )
 from pipelines.malloc import limit_malloc_arenas
+
+if TYPE_CHECKING:
+    from pipelines.reconcile_prefetch import StatisticsPrefetch
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_PARTIAL, EXIT_STOPPED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wait_seconds
@@ -49,11 +52,16 @@ def load_command(args: argparse.Namespace) -> int:
 
 
 def reconciled(
-    args: argparse.Namespace, pipeline: Any, reports: list[Any], run_loads: Iterable[str]
+    args: argparse.Namespace,
+    pipeline: Any,
+    reports: list[Any],
+    run_loads: Iterable[str],
+    prefetched: StatisticsPrefetch | None = None,
 ) -> Any:
     """What the runs read, reconciled with the API's statistics and printed; None when
     switched off. Reconciliation never fails a load: a host that refuses it is a note.
-    `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again."""
+    `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again;
+    `prefetched`: the statistics a backfill asked ahead."""
     from pipelines.reconcile import Reconciliation, reconcile_pipeline
     from sources.repo_analytics import RepoAnalyticsError
 
@@ -62,7 +70,7 @@ def reconciled(
         return None
     try:
         check = reconcile_pipeline(
-            pipeline, windows, resolved_source_args(args), frozenset(run_loads)
+            pipeline, windows, resolved_source_args(args), frozenset(run_loads), prefetched
         )
     except RepoAnalyticsError as error:
         check = Reconciliation(0, [], [f"not run: {error}"])
@@ -262,8 +270,7 @@ def sim_load_command(args: argparse.Namespace, info: dict[str, Any]) -> str:
 def backfill_command(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
-    from pipelines.backfill import run_backfill
-    from pipelines.progress import make_progress
+    from pipelines.reconcile_prefetch import StatisticsPrefetch
 
     overrides = flag_settings(args)
     since = args.since
@@ -283,9 +290,34 @@ def backfill_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     pipeline = make_cli_pipeline(args)
+    prefetch = None if args.no_reconcile else StatisticsPrefetch(resolved_source_args(args))
+    try:
+        return backfilled(args, pipeline, since, overrides, prefetch)
+    finally:
+        if prefetch is not None:
+            prefetch.close()
+
+
+def backfilled(
+    args: argparse.Namespace,
+    pipeline: Any,
+    since: str,
+    overrides: dict[str, Any],
+    prefetch: StatisticsPrefetch | None,
+) -> int:
+    """The backfill of `backfill_command`, its summary, reconciliation and report."""
+    from pipelines.backfill import run_backfill
+    from pipelines.progress import make_progress
+
     with make_progress(args.progress, "backfill") as progress:
         result = run_backfill(
-            pipeline, since, args.until, args.window_days, progress=progress, **overrides
+            pipeline,
+            since,
+            args.until,
+            args.window_days,
+            progress=progress,
+            prefetch=prefetch,
+            **overrides,
         )
     exports = (
         f"; CSV exports: {len(result.exports)} windows, "
@@ -305,6 +337,7 @@ def backfill_command(args: argparse.Namespace) -> int:
         pipeline,
         [r.report for r in loaded],
         [load_id for r in loaded for load_id in r.load_ids],
+        prefetch,
     )
     write_report(
         args,

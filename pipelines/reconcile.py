@@ -48,6 +48,7 @@ from pipelines.reconcile_model import (
     repository_table,
     required_endpoint,
 )
+from pipelines.reconcile_prefetch import StatisticsPrefetch
 from pipelines.reconcile_windows import (
     LINES_ADDED,
     PR_STATE,
@@ -80,12 +81,13 @@ def reconcile(
     windows: list[tuple[datetime, datetime]],
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
+    prefetched: StatisticsPrefetch | None = None,
 ) -> Reconciliation:
     """Compare every repository of a DuckDB file's dataset, window by window, with the API.
-    `run_loads`: the ids of the run's own loads (see `reconcile_with`)."""
+    `run_loads`, `prefetched`: see `reconcile_with`."""
     limit = connection_config(memory_limit(source_args))
     with duckdb.connect(db_file, read_only=True, config=limit) as con:
-        return reconcile_with(con, dataset, windows, source_args, run_loads)
+        return reconcile_with(con, dataset, windows, source_args, run_loads, prefetched)
 
 
 def reconcile_pipeline(
@@ -93,12 +95,13 @@ def reconcile_pipeline(
     windows: list[tuple[datetime, datetime]],
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
+    prefetched: StatisticsPrefetch | None = None,
 ) -> Reconciliation:
     """Reconcile what a run loaded into the pipeline's destination: a DuckDB file; Delta
     tables on a filesystem (read with dlt's deltalake helper) or a warehouse's tables (read
     through dlt's SQL client), each copied into an in-memory DuckDB; a destination dlt cannot
-    read back is not reconciled (a note says so). `run_loads`: the ids of the run's own loads (see
-    `reconcile_with`)."""
+    read back is not reconciled (a note says so). `run_loads`, `prefetched`: see
+    `reconcile_with`."""
     name = pipeline.destination.destination_name
     edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
     spec = EDITION_SPECS.get(str(edition))
@@ -116,7 +119,9 @@ def reconcile_pipeline(
     if name == "duckdb":  # read-only: other processes' read-only connections do not block it
         db_file = str(pipeline.sql_client().credentials.database)
         return waiting(
-            lambda: reconcile(db_file, pipeline.dataset_name, windows, source_args, run_loads),
+            lambda: reconcile(
+                db_file, pipeline.dataset_name, windows, source_args, run_loads, prefetched
+            ),
             lock_wait(source_args),
             NOT_RECONCILED,
         )
@@ -144,7 +149,9 @@ def reconcile_pipeline(
             con.execute(
                 f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM "{table}__copy"'
             )
-        return reconcile_with(con, pipeline.dataset_name, windows, source_args, run_loads)
+        return reconcile_with(
+            con, pipeline.dataset_name, windows, source_args, run_loads, prefetched
+        )
 
 
 def columns_read(spec: EditionSpec, checks: EditionChecks) -> dict[str, frozenset[str]]:
@@ -177,6 +184,7 @@ def reconcile_with(
     windows: list[tuple[datetime, datetime]],
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
+    prefetched: StatisticsPrefetch | None = None,
 ) -> Reconciliation:
     """Every repository of the dataset, window by window, for what the run read (repository-
     level commits, pull requests, or both): the API's statistics are fetched in parallel
@@ -185,7 +193,8 @@ def reconcile_with(
     `run_loads` are the ids of the loads the run made (`LoadInfo.loads_ids`): a stored
     statistics row one of them wrote is the API's answer of this run and is not asked for
     again (counted in `rows_written`); every other row of the windows is (`rows_rechecked`).
-    None given: every row is asked for."""
+    None given: every row is asked for. `prefetched`: the statistics a backfill asked ahead
+    (`pipelines/reconcile_prefetch.py`), taken instead of asking again."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
     result = Reconciliation(0, [])
@@ -240,7 +249,8 @@ def reconcile_with(
             ).fetchall()
             if wanted is None or tuple(names) in wanted
         ]
-    jobs = repository_jobs(ctx, checks, measures, totals, repositories, wanted is None, result)
+    ask = prefetched.ask if prefetched is not None else api_statistics
+    jobs = repository_jobs(ctx, checks, measures, totals, repositories, wanted is None, result, ask)
     stored = [
         row
         for check in measures.statistics
@@ -252,9 +262,7 @@ def reconcile_with(
     rows = [row for row in stored if row.load_id is None or row.load_id not in own]
     result.rows_written, result.rows_rechecked = len(stored) - len(rows), len(rows)
     with ThreadPoolExecutor(max_workers=plan.concurrency) as pool:
-        answers = list(
-            pool.map(lambda j: api_statistics(ctx, checks, j[3], j[0], j[1], j[2]), jobs)
-        )
+        answers = list(pool.map(lambda j: ask(ctx, checks, j[3], j[0], j[1], j[2]), jobs))
         row_answers = list(pool.map(lambda row: api_period(ctx, row), rows))
     for (names, start, end, left), answer in zip(jobs, answers, strict=True):
         if isinstance(answer, str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import duckdb
 
@@ -29,6 +29,20 @@ from sources.repo_analytics.scopes import endpoint_for, repository_scope, top_sc
 from sources.repo_analytics.tables import EditionSpec, Endpoint
 
 EDGE: Final = timedelta(hours=14)
+
+
+class AskStatistics(Protocol):
+    """`api_statistics`, or a stand-in that answers from what was asked ahead."""
+
+    def __call__(
+        self,
+        ctx: ReadContext,
+        checks: EditionChecks,
+        measures: Measures,
+        names: tuple[str, ...] | None,
+        start: datetime,
+        end: datetime,
+    ) -> tuple[Any, Any] | str: ...
 
 
 def api_statistics(
@@ -139,19 +153,19 @@ def repository_jobs(
     repositories: list[tuple[str, ...]],
     every_repository: bool,
     result: Reconciliation,
+    ask: AskStatistics | None = None,
 ) -> list[RepositoryJob]:
     """The (repository, window, families) to ask the API for: each window is first asked at
     the top level (when the run read `every_repository` and the edition has the endpoints),
     and a family whose totals match there (`confirmed_by_top_level`) is counted as checked
     for every repository, not asked one by one."""
+    ask = ask or api_statistics
     windows = list(totals)
     families = top_level_families(ctx, checks, measures)
     asked = every_repository and (families.commits or families.pull_requests)
     top_windows = windows if asked else []
     with ThreadPoolExecutor(max_workers=ctx.plan.concurrency) as pool:
-        top_answers = list(
-            pool.map(lambda w: api_statistics(ctx, checks, families, None, *w), top_windows)
-        )
+        top_answers = list(pool.map(lambda w: ask(ctx, checks, families, None, *w), top_windows))
     confirmed = {
         window: confirmed_by_top_level(totals[window], answer, families)
         for window, answer in zip(top_windows, top_answers, strict=True)
