@@ -10,8 +10,9 @@ may leave two packages, and the rerun lands both before it reads. Within a windo
 resource reads its scopes `concurrency` at once (windows read at once were measured no
 faster: the host's `concurrency` open requests are the bound either way). CSV exports, which
 answer a whole range at once, come last, in windows of their own of up to 366 days. A
-backfill's windows never move the nightly cursors; a backfill that reaches the clock sets
-them at its end in one state-only load.
+backfill's windows never move the nightly cursors, but the last one read by a backfill that
+reaches the clock, which moves those of every window's scopes up to the backfill's end, in
+its own load (unless a window skipped a scope).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from pipelines.load import (
     import_once,
     normalize_run,
     restore_state,
-    run_load,
     run_settings,
     settle_pending,
 )
@@ -124,6 +124,9 @@ class WindowLoads:
         # made later are made with it (~50 ms a window of opening DuckDB and asking)
         self.adopted = False
         self.reports: list[RunReport] = []  # of the windows read, CSV exports' left out
+        # the scopes of every window read, by resource, and whether one skipped a scope
+        self.planned: dict[str, set[str]] = {}
+        self.partial = False
 
     @property
     def pending(self) -> int:
@@ -144,6 +147,9 @@ class WindowLoads:
             raise
         if not outcome.exports:
             self.reports.append(report)
+        for name, keys in report.planned.items():
+            self.planned.setdefault(name, set()).update(keys)
+        self.partial = self.partial or report.partial
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
@@ -260,6 +266,14 @@ def run_backfill(
     )
     result = BackfillResult()
     loads = WindowLoads(pipeline, shown, total)
+    to_read = [
+        key_prefix + window_key(start, end)
+        for key_prefix, _, windows_of in passes
+        for start, end in windows_of
+        if wanted not in done.get(key_prefix + window_key(start, end), ())
+    ]
+    # the last window read moves the nightly cursors of every window's scopes in its load
+    seeding = bool(to_read) and reaches_clock(planned[-1][1], clock, settings)
     try:
         for key_prefix, families, windows_of in passes:
             ended = result.exports if key_prefix else result.windows
@@ -273,13 +287,16 @@ def run_backfill(
                     shown.window_ended(outcome, index, total)
                     continue
                 outcome = WindowOutcome(start, end, False, None, 0.0, index, bool(key_prefix))
+                window: dict[str, Any] = {"key": key, "signature": wanted}
+                if seeding and key == to_read[-1] and not loads.partial:
+                    window["seed"] = {name: sorted(keys) for name, keys in loads.planned.items()}
                 loads.read(
                     outcome,
                     ended,
                     start_date=start.isoformat(),
                     end_date=end.isoformat(),
                     now=clock,
-                    backfill_window={"key": key, "signature": wanted},
+                    backfill_window=window,
                     host_gate=gate,
                     range_discovery=discovery,
                     **{**source_args, "resources": list(families)},
@@ -290,8 +307,6 @@ def run_backfill(
             )
     finally:
         loads.land()  # a failure while reading a window: the window before it lands first
-    if not result.partial and reaches_clock(planned[-1][1], clock, settings):
-        seed_nightly_cursors(pipeline, result, planned[-1][1], clock, source_args)
     if pipeline.destination.destination_name == "duckdb":
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
@@ -313,34 +328,3 @@ def split_exports(settings: RepoAnalyticsConfiguration) -> tuple[list[str], list
     chosen = chosen_resources(spec, settings.resources)
     exported = {e.resource for e in spec.endpoints if e.kind == "csv"}
     return ([f for f in chosen if f not in exported], [f for f in chosen if f in exported])
-
-
-def seed_nightly_cursors(
-    pipeline: dlt.Pipeline,
-    result: BackfillResult,
-    end: datetime,
-    clock: datetime,
-    source_args: dict[str, Any],
-) -> None:
-    """A backfill that reached the clock moves the nightly cursors of the scopes its windows
-    read up to its end (never back), in one state-only load: the first nightly run then
-    reads its look-back, not the 30 days of a first run (the exports' windows included).
-    Scopes of windows finished by an earlier invocation are not known here; their first
-    nightly reads from `start_date`."""
-    cursors: dict[str, dict[str, datetime]] = {}
-    for window in (*result.windows, *result.exports):
-        if window.result is not None:
-            for name, keys in window.result.report.planned.items():
-                cursors.setdefault(name, {}).update(dict.fromkeys(keys, end))
-    if cursors:
-        # the backfill's own loads are the destination's newest state, and its first window
-        # adopted an older version's tables
-        run_load(
-            pipeline,
-            views=False,
-            restore=False,
-            adopt=False,
-            now=clock,
-            nightly_cursors=cursors,
-            **source_args,
-        )

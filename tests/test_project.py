@@ -86,7 +86,6 @@ def test_every_table_and_config_key_is_documented() -> None:
         "merge_strategy",
         "host_gate",
         "range_discovery",
-        "nightly_cursors",
     }
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
     for name in parameters:

@@ -30,6 +30,7 @@ import duckdb
 import pytest
 
 from pipelines.backfill import BackfillResult, run_backfill
+from pipelines.progress import Progress
 from pipelines.reconcile import Reconciliation, reconcile
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
@@ -867,6 +868,65 @@ def test_a_backfill_to_the_clock_leaves_the_nightly_cursors_at_its_end(
         assert_tables_equal_truth(
             loader.db_file, sim, edition, required=(SINCE, CLOCK), allowed=(SINCE - SLACK, CLOCK)
         )
+
+
+class ForbidAfterWindows(Progress):
+    """Forbids a repository once `windows` windows have ended: a window ends when its load
+    lands, after the window after it was read, so the second window after it is the first
+    to meet the refusal."""
+
+    def __init__(self, sim: Simulator, windows: int, slug: str) -> None:
+        self.sim, self.windows, self.slug = sim, windows, slug
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        if ended == self.windows:
+            self.sim.set_conditions(forbidden=[self.slug])
+
+
+def test_a_skip_in_the_last_window_moves_no_nightly_cursor(make_sim: Any, tmp_path: Path) -> None:
+    """A backfill to the clock moves the nightly cursors in its last window's load, unless a
+    scope is skipped: a repository forbidden only in the last window (the windows before it
+    read it) leaves that window unfinished and every cursor as a nightly run stored it before
+    -- none moved up to the end, none dropped. Once the repository is readable again, the
+    rerun reads that window alone and moves the cursors of its scopes to the end."""
+    sim = make_sim(edition="cloud")
+    args: dict[str, Any] = {"levels": ["repository"], "resources": ["commits"]}
+    loader = Loader(sim, tmp_path)
+    loader.load(**args)
+    nightly = cursors(loader)
+    # cursors the backfill's end would move (never back: a zone-less date may be past it)
+    assert any(datetime.fromisoformat(value) < CLOCK for value in nightly.values()), nightly
+    slug = sorted(r["slug"] for r in sim.truth("repositories"))[1]
+    total = -(-(CLOCK - SINCE).days // WINDOW_DAYS)
+    result = run_backfill(
+        loader.pipeline(),
+        SINCE,
+        None,
+        WINDOW_DAYS,
+        progress=ForbidAfterWindows(sim, total - 2, slug),
+        now=CLOCK,
+        **source_args(loader, **args),
+    )
+    reports = [w.result.report for w in result.windows if w.result]
+    assert len(reports) == total and [r.partial for r in reports] == [False] * (total - 1) + [True]
+    assert [s.resource for s in reports[-1].skips] == [f"commits.repository:{slug}"]
+    assert cursors(loader) == nightly
+
+    sim.set_conditions(forbidden=[])
+    rerun = run_backfill(
+        loader.pipeline(), SINCE, None, WINDOW_DAYS, now=CLOCK, **source_args(loader, **args)
+    )
+    assert [w.resumed for w in rerun.windows] == [True] * (total - 1) + [False]
+    last = rerun.windows[-1].result
+    assert last is not None and not last.report.partial
+    read = last.report.planned["commits.repository"]
+    assert slug in read
+    moved = cursors(loader)
+    assert {key: moved[key] for key in nightly if key.split(":", 1)[1] in read} == {
+        key: str(max(datetime.fromisoformat(value), CLOCK))
+        for key, value in nightly.items()
+        if key.split(":", 1)[1] in read
+    }
 
 
 # --------------------------------------------------------------------------------------------
