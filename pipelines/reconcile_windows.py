@@ -5,10 +5,11 @@ their comparison (the cloud's zone-less commit dates within a tolerance at the e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import duckdb
 
@@ -31,18 +32,11 @@ from sources.repo_analytics.tables import EditionSpec, Endpoint
 EDGE: Final = timedelta(hours=14)
 
 
-class AskStatistics(Protocol):
-    """`api_statistics`, or a stand-in that answers from what was asked ahead."""
-
-    def __call__(
-        self,
-        ctx: ReadContext,
-        checks: EditionChecks,
-        measures: Measures,
-        names: tuple[str, ...] | None,
-        start: datetime,
-        end: datetime,
-    ) -> tuple[Any, Any] | str: ...
+# `api_statistics`, or a stand-in that answers from what was asked ahead
+AskStatistics = Callable[
+    [ReadContext, EditionChecks, Measures, tuple[str, ...] | None, datetime, datetime],
+    tuple[Any, Any] | str,
+]
 
 
 def api_statistics(
