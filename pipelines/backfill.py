@@ -18,6 +18,7 @@ its own load (unless a window skipped a scope).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -123,10 +124,7 @@ class WindowLoads:
         # the first window read gives an older version's tables the source column; tables
         # made later are made with it (~50 ms a window of opening DuckDB and asking)
         self.adopted = False
-        self.reports: list[RunReport] = []  # of the windows read, CSV exports' left out
-        # the scopes of every window read, by resource, and whether one skipped a scope
-        self.planned: dict[str, set[str]] = {}
-        self.partial = False
+        self.reads: list[tuple[WindowOutcome, RunReport]] = []  # the windows read, in order
 
     @property
     def pending(self) -> int:
@@ -145,11 +143,7 @@ class WindowLoads:
         except BaseException:
             report.finish()
             raise
-        if not outcome.exports:
-            self.reports.append(report)
-        for name, keys in report.planned.items():
-            self.planned.setdefault(name, set()).update(keys)
-        self.partial = self.partial or report.partial
+        self.reads.append((outcome, report))
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
@@ -266,14 +260,12 @@ def run_backfill(
     )
     result = BackfillResult()
     loads = WindowLoads(pipeline, shown, total)
-    to_read = [
-        key_prefix + window_key(start, end)
-        for key_prefix, _, windows_of in passes
-        for start, end in windows_of
-        if wanted not in done.get(key_prefix + window_key(start, end), ())
-    ]
+    keys = [key_prefix + window_key(*w) for key_prefix, _, windows_of in passes for w in windows_of]
+    to_read = [key for key in keys if wanted not in done.get(key, ())]
     # the last window read moves the nightly cursors of every window's scopes in its load
-    seeding = bool(to_read) and reaches_clock(planned[-1][1], clock, settings)
+    seeding_key = (
+        to_read[-1] if to_read and reaches_clock(planned[-1][1], clock, settings) else None
+    )
     try:
         for key_prefix, families, windows_of in passes:
             ended = result.exports if key_prefix else result.windows
@@ -288,8 +280,8 @@ def run_backfill(
                     continue
                 outcome = WindowOutcome(start, end, False, None, 0.0, index, bool(key_prefix))
                 window: dict[str, Any] = {"key": key, "signature": wanted}
-                if seeding and key == to_read[-1] and not loads.partial:
-                    window["seed"] = {name: sorted(keys) for name, keys in loads.planned.items()}
+                if key == seeding_key and not any(r.partial for _, r in loads.reads):
+                    window["seed"] = planned_scopes(r for _, r in loads.reads)
                 loads.read(
                     outcome,
                     ended,
@@ -301,16 +293,23 @@ def run_backfill(
                     range_discovery=discovery,
                     **{**source_args, "resources": list(families)},
                 )
-        if prefetch is not None:
-            prefetch.start(
-                sorted({r.read_range for r in loads.reports if r.read_range}), loads.reports
-            )
+        if prefetch is not None:  # the reconciliation checks the windows of the lists
+            prefetch.start([r for outcome, r in loads.reads if not outcome.exports])
     finally:
         loads.land()  # a failure while reading a window: the window before it lands first
     if pipeline.destination.destination_name == "duckdb":
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
     return result
+
+
+def planned_scopes(reports: Iterable[RunReport]) -> dict[str, list[str]]:
+    """The scopes the runs of `reports` planned, by resource."""
+    scopes: dict[str, set[str]] = {}
+    for report in reports:
+        for name, keys in report.planned.items():
+            scopes.setdefault(name, set()).update(keys)
+    return {name: sorted(keys) for name, keys in scopes.items()}
 
 
 def reaches_clock(end: datetime, clock: datetime, settings: RepoAnalyticsConfiguration) -> bool:

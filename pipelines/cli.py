@@ -63,9 +63,10 @@ def reconciled(
     `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again;
     `prefetched`: the statistics a backfill asked ahead."""
     from pipelines.reconcile import Reconciliation, reconcile_pipeline
+    from pipelines.reconcile_model import read_windows
     from sources.repo_analytics import RepoAnalyticsError
 
-    windows = sorted({r.read_range for r in reports if r.read_range})
+    windows = read_windows(reports)
     if args.no_reconcile or not windows:
         return None
     try:

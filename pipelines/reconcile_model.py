@@ -155,6 +155,11 @@ class Reconciliation:
         }
 
 
+def read_windows(reports: Iterable[RunReport]) -> list[tuple[datetime, datetime]]:
+    """The windows the runs of `reports` read, in order: those a reconciliation checks."""
+    return sorted({r.read_range for r in reports if r.read_range})
+
+
 def required_endpoint(ctx: ReadContext, resource: str) -> Endpoint:
     endpoint = endpoint_for(ctx, resource, "repository")
     if endpoint is None:

@@ -1,12 +1,12 @@
 """The API's side of a backfill's reconciliation, asked while its last window loads.
 
-After a backfill's last request come its last window's load, the nightly cursors' load and
-the views: about a second in which no request is open. The reconciliation then asked the
+After a backfill's last request come its last window's load and the views: most of a second
+in which no request is open. The reconciliation then asked the
 API's statistics of every window, and of every repository and window where the top level
 cannot confirm a family (the cloud's zone-less commit dates): 324 requests on a medium cloud
 year, ~0.5 s. Those answers depend on the windows and the repositories only, not on what
 landed, so they are asked in that second: `start` is called once the last window is read.
-The reconciliation takes each answer it was about to ask for (`answer`) and asks for what
+The reconciliation takes each answer it was about to ask for (`ask`) and asks for what
 was not foreseen (repositories an earlier run landed). The repositories foreseen are those
 the run's windows read at the repository level, of the family whose table names the
 reconciliation's repositories; any other answer would be a request nobody reads, so none is
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pipelines.reconcile_model import EditionChecks, Measures, edition_checks
+from pipelines.reconcile_model import EditionChecks, Measures, edition_checks, read_windows
 from pipelines.reconcile_windows import api_statistics, top_level_families
 from sources.repo_analytics import EDITION_SPECS, RunReport
 from sources.repo_analytics.client import edition_client
@@ -50,11 +50,13 @@ class StatisticsPrefetch:
     # each family's answer apart: the reconciliation may ask for one family or both
     _answers: dict[AnswerKey, Future[tuple[Any, Any] | str]] = field(default_factory=dict)
 
-    def start(self, windows: list[tuple[datetime, datetime]], reports: list[RunReport]) -> None:
-        """Ask for the statistics of `windows`, with the repositories `reports` planned."""
+    def start(self, reports: list[RunReport]) -> None:
+        """Ask for the statistics of the windows the runs of `reports` read, with the
+        repositories they planned."""
         spec = EDITION_SPECS.get(str(self.source_args.get("edition")))
         checks = edition_checks(spec) if spec is not None else None
-        if spec is None or checks is None or not windows or self._pool is not None:
+        windows = read_windows(reports)
+        if spec is None or checks is None or not windows:
             return
         plan = build_plan(spec, self.source_args)
         if "repository" not in plan.levels:
