@@ -10,6 +10,8 @@ test_client_faults.py.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from sources.repo_analytics.config import default_of
 from sources.repo_analytics.errors import ConfigError
 
 MIB = 2**20
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def setting_after_load(folder: Path, limit: str | None, sql: str) -> Any:
@@ -171,3 +174,66 @@ def test_a_duckdb_load_runs_two_jobs_at_most(tmp_path: Path) -> None:
 def test_dlts_load_workers_setting_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOAD__WORKERS", "8")
     assert most_at_once(job_spans(tmp_path)) > DUCKDB_LOAD_WORKERS
+
+
+def test_dlts_credentials_settings_reach_the_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The credentials come resolved from dlt's own settings: the pipeline's section first
+    (`<pipeline>.destination.duckdb.credentials`), then `destination.duckdb.credentials`, as
+    dlt reads them. A `local_config` setting and a `pragmas` one reach dlt's connections."""
+    monkeypatch.setenv(
+        "SETTING_PROBE__DESTINATION__DUCKDB__CREDENTIALS__LOCAL_CONFIG",
+        '{"default_order": "desc"}',
+    )
+    monkeypatch.setenv("DESTINATION__DUCKDB__CREDENTIALS__LOCAL_CONFIG", '{"default_order": "asc"}')
+    monkeypatch.setenv("DESTINATION__DUCKDB__CREDENTIALS__PRAGMAS", '["enable_progress_bar"]')
+    destination = duckdb_destination(str(tmp_path / "settings.duckdb"), "150MB", "setting_probe")
+    pipeline = dlt.pipeline(
+        "setting_probe",
+        destination=destination,
+        dataset_name="probe",
+        pipelines_dir=str(tmp_path / "pipelines"),
+    )
+    pipeline.run([{"id": 1}], table_name="rows")
+    with pipeline.sql_client() as client:
+        order, progress_bar = client.execute_sql(
+            "SELECT current_setting('default_order'), current_setting('enable_progress_bar')"
+        )[0]
+    assert (str(order).lower(), progress_bar) == ("desc", True)
+    # what dlt's steps were given is the one resolved instance (not resolved again per step)
+    assert pipeline.sql_client().credentials is destination.config_params["credentials"]
+
+
+PRINTED = """
+import sys
+import dlt
+from pipelines.duckdb_memory import duckdb_destination
+destination = duckdb_destination(sys.argv[1] + "/printed.duckdb", "80MB")
+pipeline = dlt.pipeline("printed", destination=destination, dataset_name="probe",
+                        pipelines_dir=sys.argv[1] + "/pipelines")
+info = pipeline.run([{"id": 1}], table_name="rows")
+print(str(pipeline.sql_client().credentials))
+print("sqlalchemy" in sys.modules)
+"""
+
+
+def test_a_run_into_duckdb_imports_no_sqlalchemy(tmp_path: Path) -> None:
+    """dlt's DuckDB credentials parse and print themselves through SQLAlchemy wherever it is
+    installed (the `dagster` extra brings it: ~0.3 s and 12 MB of every run); ours print the
+    same location with dlt's own URL class."""
+    import importlib.util
+
+    done = subprocess.run(
+        [sys.executable, "-c", PRINTED, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed, imported = done.stdout.split()
+    assert printed == f"duckdb:///{tmp_path}/printed.duckdb"
+    # where SQLAlchemy is not installed the check says nothing: the test environment has it
+    assert importlib.util.find_spec("sqlalchemy") is not None
+    assert imported == "False"
