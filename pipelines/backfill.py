@@ -33,6 +33,7 @@ from pipelines.load import (
     after_load,
     extract_run,
     import_once,
+    new_duckdb_file,
     normalize_run,
     restore_state,
     run_settings,
@@ -113,7 +114,9 @@ class WindowLoads:
     """Backfill windows, each read while the window before it loads in the background
     (`pipelines/background_load.py`); at most one load under way."""
 
-    def __init__(self, pipeline: dlt.Pipeline, shown: Progress, total: int) -> None:
+    def __init__(
+        self, pipeline: dlt.Pipeline, shown: Progress, total: int, new_file: bool = False
+    ) -> None:
         self.pipeline = pipeline
         self.shown = shown
         self.total = total
@@ -122,8 +125,10 @@ class WindowLoads:
             tuple[WindowOutcome, list[WindowOutcome], ExtractedRun, BackgroundLoad] | None
         ) = None
         # the first window read gives an older version's tables the source column; tables
-        # made later are made with it (~50 ms a window of opening DuckDB and asking)
-        self.adopted = False
+        # made later are made with it (~50 ms a window of opening DuckDB and asking). A
+        # DuckDB file this run creates has no such table: its first opening (~0.1 s) is then
+        # the first window's load's, in the background
+        self.adopted = new_file
         self.reads: list[tuple[WindowOutcome, RunReport]] = []  # the windows read, in order
 
     @property
@@ -248,6 +253,7 @@ def run_backfill(
     shown.planned(total)  # before finding the finished ones, which can take seconds
     wait = lock_wait(settings)  # for a DuckDB file another process holds
     settle_pending(pipeline, wait)  # a crashed run's packages land (with their window records)
+    new_file = new_duckdb_file(pipeline)
     restore_state(pipeline, wait)  # a lost working folder: the destination's state
     import_once(pipeline)
     wanted = signature(source_args)
@@ -259,7 +265,7 @@ def run_backfill(
         planned[0][0], planned[-1][1], (*lists, *exports), tuple(planned) if lists else ()
     )
     result = BackfillResult()
-    loads = WindowLoads(pipeline, shown, total)
+    loads = WindowLoads(pipeline, shown, total, new_file)
     keys = [key_prefix + window_key(*w) for key_prefix, _, windows_of in passes for w in windows_of]
     to_read = [key for key in keys if wanted not in done.get(key, ())]
     # the last window read moves the nightly cursors of every window's scopes in its load

@@ -249,7 +249,9 @@ def test_a_load_that_fails_behind_the_next_window_stops_there_and_the_rerun_land
 
     def held_once(self: Load, *args: Any, **kwargs: Any) -> None:
         # the first window's load step is made: a reader takes the file before it opens it
+        # (the load makes the file of a new dataset: here it is made for the reader first)
         if not readers:
+            duckdb.connect(str(loader.db_file)).close()
             readers.append(holders.hold(loader.db_file))
         real_init(self, *args, **kwargs)
 
