@@ -450,7 +450,8 @@ def cli_destination(args: argparse.Namespace) -> Any:
         # absolute: dlt would resolve a relative path against the folder of the pipeline's
         # first run (kept in its state), not this run's working folder
         path = str(Path(args.duckdb).absolute())
-        return duckdb_destination(path, configured_memory_limit(flag_settings(args)))
+        limit = configured_memory_limit(flag_settings(args))
+        return duckdb_destination(path, limit, args.pipeline_name)
     if args.destination == "parquet":
         return dlt.destinations.filesystem(bucket_url=local_absolute(args.parquet_dir))
     try:

@@ -27,6 +27,7 @@ from simulator import SimConfig, Simulator
 from sources.repo_analytics.editions import edition_spec
 
 EXIT_OK, EXIT_PARTIAL, EXIT_MISMATCH = 0, 3, 5
+DEMO_PIPELINE = "repo_analytics_demo"
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -48,8 +49,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"simulator: {sim.banner()}", flush=True)
         source_args = demo_source_args(sim, info)
         pipeline = make_pipeline(
-            "repo_analytics_demo",
-            duckdb_destination(str(db_file), memory_limit({})),
+            DEMO_PIPELINE,
+            duckdb_destination(str(db_file), memory_limit({}), DEMO_PIPELINE),
             args.dataset,
             str(work / "pipelines"),
             work / "schemas",
