@@ -43,7 +43,6 @@ from sources.repo_analytics.errors import ConfigError
 DUCKDB_DEFAULT: Final = "default"  # DuckDB's own limit: 80 % of the machine's memory
 SIZE: Final = re.compile(r"(?i)^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$")
 VALID: Final = "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB), or `default`"
-DEFAULT_PIPELINE_NAME: Final = "repo_analytics"
 # No order kept among rows a statement inserts without ORDER BY (no query of dlt's or ours
 # reads one): the merges' INSERT ... SELECT need not keep the staged order. Medium self-hosted
 # year (`/usr/bin/time`, interleaved pairs, load 0.1-2.2): defaults 0.96x wall (2 pairs),
@@ -89,9 +88,7 @@ class FileCredentials(DuckDbCredentials):
         )
 
 
-def duckdb_destination(
-    path: str, limit: str | None, pipeline_name: str = DEFAULT_PIPELINE_NAME
-) -> Any:
+def duckdb_destination(path: str, limit: str | None, pipeline_name: str) -> Any:
     """dlt's DuckDB destination for the file at `path`, DuckDB held to `limit` (None: its
     own), with `LOAD_SETTINGS`; dlt's `global_config` wins for each setting it names. The
     credentials come resolved, as dlt would resolve them for the pipeline `pipeline_name`."""

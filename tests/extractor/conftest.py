@@ -87,7 +87,8 @@ class Loader:
 
     def pipeline(self) -> dlt.Pipeline:
         target: Any = (
-            duckdb_destination(str(self.db_file), memory_limit({}))  # as users get it
+            # as users get it
+            duckdb_destination(str(self.db_file), memory_limit({}), self.pipeline_name)
             if self.destination == "duckdb"
             else dlt.destinations.filesystem(bucket_url=str(self.lake))
         )

@@ -208,7 +208,7 @@ def test_a_pipeline_into_a_file_named_as_its_dataset_is_refused(
     target = (
         destination
         if destination == "duckdb"
-        else duckdb_destination(str(tmp_path / destination), None)
+        else duckdb_destination(str(tmp_path / destination), None, pipeline_name)
     )
     with pytest.raises(ConfigError) as raised:
         make_pipeline(pipeline_name, target, dataset.lower(), str(tmp_path / "pipelines"))
@@ -220,7 +220,7 @@ def test_a_pipeline_into_a_file_named_as_its_dataset_is_refused(
 def test_a_pipeline_into_a_file_named_otherwise_is_made(tmp_path: Path) -> None:
     pipeline = make_pipeline(
         "sales",
-        duckdb_destination(str(tmp_path / "sales-data.duckdb"), None),
+        duckdb_destination(str(tmp_path / "sales-data.duckdb"), None, "sales"),
         "sales",
         str(tmp_path / "pipelines"),
         tmp_path / "schemas",

@@ -37,7 +37,7 @@ def setting_after_load(folder: Path, limit: str | None, sql: str) -> Any:
     a connection of dlt's sees it."""
     pipeline = dlt.pipeline(
         "setting_probe",
-        destination=duckdb_destination(str(folder / "settings.duckdb"), limit),
+        destination=duckdb_destination(str(folder / "settings.duckdb"), limit, "setting_probe"),
         dataset_name="probe",
         pipelines_dir=str(folder / "pipelines"),
     )
@@ -128,7 +128,7 @@ def job_spans(folder: Path) -> list[tuple[Any, Any]]:
     each load job's [started, finished] from dlt's load metrics, in order of start."""
     pipeline = dlt.pipeline(
         "workers_probe",
-        destination=duckdb_destination(str(folder / "workers.duckdb"), "150MB"),
+        destination=duckdb_destination(str(folder / "workers.duckdb"), "150MB", "workers_probe"),
         dataset_name="probe",
         pipelines_dir=str(folder / "pipelines"),
     )
@@ -209,7 +209,7 @@ PRINTED = """
 import sys
 import dlt
 from pipelines.duckdb_memory import duckdb_destination
-destination = duckdb_destination(sys.argv[1] + "/printed.duckdb", "80MB")
+destination = duckdb_destination(sys.argv[1] + "/printed.duckdb", "80MB", "printed")
 pipeline = dlt.pipeline("printed", destination=destination, dataset_name="probe",
                         pipelines_dir=sys.argv[1] + "/pipelines")
 info = pipeline.run([{"id": 1}], table_name="rows")
