@@ -33,7 +33,6 @@ from pipelines.load import (
     after_load,
     extract_run,
     import_once,
-    new_duckdb_file,
     normalize_run,
     restore_state,
     run_settings,
@@ -253,8 +252,7 @@ def run_backfill(
     shown.planned(total)  # before finding the finished ones, which can take seconds
     wait = lock_wait(settings)  # for a DuckDB file another process holds
     settle_pending(pipeline, wait)  # a crashed run's packages land (with their window records)
-    new_file = new_duckdb_file(pipeline)
-    restore_state(pipeline, wait)  # a lost working folder: the destination's state
+    new_file = restore_state(pipeline, wait)  # a lost working folder: the destination's state
     import_once(pipeline)
     wanted = signature(source_args)
     done = finished_windows(pipeline)

@@ -373,17 +373,18 @@ def load_recorded(pipeline: dlt.Pipeline, load_id: str) -> bool:
     return bool(rows)
 
 
-def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
+def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> bool:
     """State from the destination when it is newer than the working folder's (a lost or
     stale folder), as `pipeline.run` would; nothing to restore before the first load. A
     DuckDB file another process holds is waited for (`wait`, as in `settle_pending`).
+    Returns whether the run loads into a DuckDB file it creates (`new_duckdb_file`).
 
     The pinned schema is imported first (`import_once`): dlt's sync otherwise parses its
     YAML twice more (0.2 s of a nightly run). A state restored from the destination brings
     the destination's schemas, which are then compared with the pin again, as before."""
     pinned = import_once(pipeline)
     if new_duckdb_file(pipeline):
-        return
+        return True
     before = pipeline.state.get("_version_hash")
     try:
         waiting(pipeline.sync_destination, lock_wait({WAIT_KEY: wait}), NOTHING_EXTRACTED)
@@ -394,6 +395,7 @@ def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     if pinned is not None and pipeline.state.get("_version_hash") != before:
         pipeline.schemas.config.import_schema_path = pinned
         import_once(pipeline, again=True)
+    return False
 
 
 def new_duckdb_file(pipeline: dlt.Pipeline) -> bool:
