@@ -147,13 +147,12 @@ def repository_jobs(
     repositories: list[tuple[str, ...]],
     every_repository: bool,
     result: Reconciliation,
-    ask: AskStatistics | None = None,
+    ask: AskStatistics = api_statistics,
 ) -> list[RepositoryJob]:
     """The (repository, window, families) to ask the API for: each window is first asked at
     the top level (when the run read `every_repository` and the edition has the endpoints),
     and a family whose totals match there (`confirmed_by_top_level`) is counted as checked
     for every repository, not asked one by one."""
-    ask = ask or api_statistics
     windows = list(totals)
     families = top_level_families(ctx, checks, measures)
     asked = every_repository and (families.commits or families.pull_requests)
