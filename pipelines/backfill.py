@@ -151,7 +151,8 @@ class WindowLoads:
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
-        self.under_way = (outcome, ended, extracted, BackgroundLoad(self.pipeline, extracted.wait))
+        background = BackgroundLoad(self.pipeline, extracted.wait, after_load(extracted))
+        self.under_way = (outcome, ended, extracted, background)
 
     def land(self) -> None:
         """Wait for the load under way, if any: its window ends (or its failure is raised)."""
@@ -160,15 +161,13 @@ class WindowLoads:
         outcome, ended, extracted, background = self.under_way
         self.under_way = None
         report = extracted.report
-        pruned = False
         try:
             info = background.finish()
             report.load_ids = list(info.loads_ids)
-            pruned = after_load(extracted)  # here: it reads the pipeline's live schema
         finally:
-            # the window ends when its load did (while the next window was being read), or
-            # when the pruning that follows it here did
-            report.finish(at=None if pruned else background.ended)
+            # the window ends when its load, and what followed it in the load's thread, did
+            # (while the next window was being read)
+            report.finish(at=background.ended)
         outcome.result = LoadResult(info, report, self.pipeline)
         outcome.seconds = report.duration_seconds
         ended.append(outcome)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -46,14 +46,20 @@ from sources.repo_analytics.errors import DuckDBFileHeld
 class BackgroundLoad:
     """dlt's load step of the packages normalized so far, in a thread of its own. `wait`:
     how long to wait for a DuckDB file another process holds (as `duckdb_file.waiting`).
-    Nothing else of the pipeline's runs in that thread: what reads the pipeline's live
-    schema (its destination client, say) runs in the calling thread, after `finish()`."""
+    Nothing else of the pipeline's runs in that thread but `then`, after a load that did not
+    fail, which reads nothing of the pipeline (`lake.stale_children_pruning` locates its
+    tables first): what reads the pipeline's live schema (its destination client, say) runs
+    in the calling thread."""
 
-    def __init__(self, pipeline: dlt.Pipeline, wait: float) -> None:
+    def __init__(
+        self, pipeline: dlt.Pipeline, wait: float, then: Callable[[], object] | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.wait = wait
+        self.then = then  # run in the thread after a load that did not fail
         self.step: Load | None = None
         self.error: BaseException | None = None
+        self.then_error: BaseException | None = None  # raised by finish(), the load recorded
         self.ended: float | None = None  # when the load ended (monotonic), success or not
         with load_section(pipeline):
             # the schema the clients are made with is the pipeline's live one: read it here,
@@ -94,14 +100,29 @@ class BackgroundLoad:
                 waiting(load, self.wait, EXTRACTED_KEPT)
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
             self.error = error
+        else:
+            self._then()
         finally:
             self.ended = time.monotonic()
 
+    def _then(self) -> None:
+        if self.then is None:
+            return
+        try:
+            self.then()
+        except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
+            self.then_error = error
+
     def finish(self) -> LoadInfo:
-        """Wait for the load; its `LoadInfo`, or its failure raised as `pipeline.load()`
-        raises it. A step of dlt's trace named `load`, as `pipeline.load()` records."""
+        """Wait for the load and what follows it (`then`); the load's `LoadInfo`, or its
+        failure raised as `pipeline.load()` raises it. A step of dlt's trace named `load`,
+        as `pipeline.load()` records. A failure of `then` is raised after the load is
+        recorded."""
         with self.held:
-            return _finished_load(self.pipeline, self)
+            info = _finished_load(self.pipeline, self)
+        if self.then_error is not None:
+            raise self.then_error
+        return info
 
 
 @contextmanager
@@ -121,11 +142,13 @@ def open_between_jobs(client_config: Any) -> Iterator[None]:
         pool.return_conn(held)
 
 
-def load_now(pipeline: dlt.Pipeline, wait: float) -> LoadInfo:
+def load_now(
+    pipeline: dlt.Pipeline, wait: float, then: Callable[[], object] | None = None
+) -> LoadInfo:
     """`pipeline.load()` under the dataset's load lock, as `warehouse.locked_load`, with a
-    DuckDB file open from the load's first job to its last (`open_between_jobs`): the
-    background load, waited for at once."""
-    return BackgroundLoad(pipeline, wait).finish()
+    DuckDB file open from the load's first job to its last (`open_between_jobs`), and
+    `then` after it: the background load, waited for at once."""
+    return BackgroundLoad(pipeline, wait, then).finish()
 
 
 def load_section(pipeline: dlt.Pipeline) -> Any:

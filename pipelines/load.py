@@ -6,6 +6,7 @@ import contextlib
 import functools
 import shlex
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -31,7 +32,7 @@ from pipelines.duckdb_file import (
     without_file_keys,
 )
 from pipelines.interrupted import deduplicate_interrupted
-from pipelines.lake import prune_stale_children
+from pipelines.lake import stale_children_pruning
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from pipelines.warehouse import locked_load
@@ -149,9 +150,8 @@ def run_load(
         extracted = extract_run(pipeline, report, restore=restore, **source_args)
         normalize_run(extracted, adopt=adopt)
         # dlt keeps the package; one process at a time into a shared warehouse
-        info = load_now(pipeline, extracted.wait)
+        info = load_now(pipeline, extracted.wait, after_load(extracted))
         report.load_ids = list(info.loads_ids)
-        after_load(extracted)
         if views and pipeline.destination.destination_name == "duckdb":
             waiting(lambda: create_views(pipeline), extracted.wait, VIEWS_LATER)
     finally:
@@ -217,14 +217,11 @@ def normalize_run(extracted: ExtractedRun, adopt: bool = True) -> None:
         )
 
 
-def after_load(extracted: ExtractedRun) -> bool:
-    """What follows a load: on Delta tables, the children a parent's new rows replaced.
-    Whether there was anything to do."""
-    pipeline = extracted.pipeline
-    if pipeline.destination.destination_name != "filesystem":
-        return False
-    prune_stale_children(pipeline, str(extracted.settings.edition))
-    return True
+def after_load(extracted: ExtractedRun) -> Callable[[], object] | None:
+    """What follows the run's load, in the load's thread: on Delta tables, the pruning of the
+    children a parent's new rows replaced; elsewhere nothing. Made before the load, in the
+    calling thread (it reads the pipeline's live schema)."""
+    return stale_children_pruning(extracted.pipeline, str(extracted.settings.edition))
 
 
 def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:

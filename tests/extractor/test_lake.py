@@ -54,3 +54,47 @@ def test_stale_child_rows_are_those_older_than_their_owners_newest_load(
     stale = stale_rows(parents, [commits], CHILD)
     assert stale.num_rows == 1
     assert stale.to_pylist() == [{"source": "h", "id": "a", "position": 1}]
+
+
+def test_a_child_row_is_stale_when_any_root_has_its_owner_from_a_newer_load(
+    tmp_path: Path,
+) -> None:
+    # commit a: load 1 in the repository root, load 3 in the user root (written again there
+    # with one parent): its position-1 row of load 1 is stale, found once though two roots
+    # hold a newer a (the global root's of load 2 too); commit b: load 2 in both roots, its
+    # rows of load 2 stay; commit c: load 2 in the (partitioned) global root, its rows of
+    # load 1 are stale; the root without load ids (an older version's) is left out
+    repository = write(
+        tmp_path / "repository",
+        {"source": ["h", "h"], "id": ["a", "b"], LOAD_ID: ["1", "2"]},
+        partitioned=False,
+    )
+    user = write(
+        tmp_path / "user",
+        {"source": ["h", "h"], "id": ["b", "a"], LOAD_ID: ["2", "3"]},
+        partitioned=False,
+    )
+    workspace = write(
+        tmp_path / "global",
+        {"source": ["h", "h"], "id": ["a", "c"], LOAD_ID: ["2", "2"]},
+        partitioned=True,
+    )
+    legacy = write(tmp_path / "legacy", {"id": ["c", "c"]}, partitioned=False)
+    parents = write(
+        tmp_path / "parents",
+        {
+            "source": ["h", "h", "h", "h", "h", "h"],
+            "id": ["a", "a", "b", "b", "c", "c"],
+            "position": [0, 1, 0, 1, 0, 1],
+            LOAD_ID: ["3", "1", "2", "2", "1", "1"],
+        },
+        partitioned=False,
+    )
+    roots = ("repository", "user", "global", "legacy")
+    child = ChildList("parents", roots, ("source", "id"), "position")
+    stale = stale_rows(parents, [repository, user, workspace, legacy], child)
+    assert sorted(stale.to_pylist(), key=str) == [
+        {"source": "h", "id": "a", "position": 1},
+        {"source": "h", "id": "c", "position": 0},
+        {"source": "h", "id": "c", "position": 1},
+    ]
