@@ -212,7 +212,8 @@ def waited(totals: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     limit_malloc_arenas()  # before a run's threads start (see pipelines/malloc.py)
     logging.getLogger("dlt").setLevel(args.log_level)
     if args.command == "sim":

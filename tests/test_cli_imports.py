@@ -15,8 +15,8 @@ HEAVY = ("simulator.server", "simulator.app", "trustme")
 PROBE = f"""
 import sys
 from pipelines.cli_parser import build_parser
-parser = build_parser()
-assert parser.parse_args(["sim", "--edition", "server"]).edition == "server"
+argv = ["sim", "--edition", "server"]
+assert build_parser(argv).parse_args(argv).edition == "server"
 print(sorted(name for name in {HEAVY!r} if name in sys.modules))
 """
 
@@ -24,6 +24,25 @@ print(sorted(name for name in {HEAVY!r} if name in sys.modules))
 def test_building_the_command_line_imports_no_simulator_server() -> None:
     done = subprocess.run(
         [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+LOAD_PROBE = """
+import sys
+from pipelines.cli_parser import build_parser
+argv = ["--duckdb", "sim.duckdb", "load", "--levels", "repository"]
+assert build_parser(argv).parse_args(argv).levels == "repository"
+print(sorted(name for name in sys.modules if name.split(".")[0] == "simulator"))
+"""
+
+
+def test_a_command_other_than_sim_imports_no_simulator_module() -> None:
+    """`load` (its arguments given) builds no `sim` options: not a module of the simulator
+    is imported; `sim`'s own arguments still parse (the probe above)."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_PROBE], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
