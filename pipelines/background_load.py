@@ -67,7 +67,7 @@ class BackgroundLoad:
             client, staging = pipeline._get_destination_clients()
         self.client_config = client.config
         self.staging_config = staging.config if staging else None
-        self.workers = load_workers(pipeline)
+        self.workers = load_workers(pipeline, client.config)
         self.held = ExitStack()  # the load lock: the calling thread holds it until finish()
         self.held.enter_context(exclusive_load(pipeline))
         self.thread = threading.Thread(target=self._run, name="repo-analytics-load")

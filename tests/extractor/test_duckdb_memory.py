@@ -12,19 +12,30 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import dlt
 import pytest
+from dlt.destinations.impl.filesystem.configuration import (
+    FilesystemDestinationClientConfiguration,
+)
 
+from pipelines.background_load import load_now
 from pipelines.duckdb_memory import (
     LOAD_SETTINGS,
     configured_memory_limit,
     duckdb_destination,
     memory_limit,
 )
-from pipelines.warehouse import DUCKDB_LOAD_WORKERS, locked_load
+from pipelines.warehouse import (
+    DLT_LOAD_WORKERS,
+    DUCKDB_LOAD_WORKERS,
+    LOCAL_DELTA_LOAD_WORKERS,
+    load_workers,
+    locked_load,
+)
 from sources.repo_analytics.config import default_of
 from sources.repo_analytics.errors import ConfigError
 
@@ -123,24 +134,35 @@ def test_a_bad_value_names_the_key_and_the_valid_ones(value: str) -> None:
     assert "256MB or 2GB" in str(raised.value) and "`default`" in str(raised.value)
 
 
-def job_spans(folder: Path) -> list[tuple[Any, Any]]:
-    """Extract and normalize a dozen merged tables, load them with `locked_load`, and return
-    each load job's [started, finished] from dlt's load metrics, in order of start."""
+def job_spans(
+    folder: Path, destination: Any = None, load: Callable[[dlt.Pipeline], Any] = locked_load
+) -> list[tuple[Any, Any]]:
+    """Extract and normalize a dozen merged tables, load them with `load` (into a DuckDB
+    file, or into Delta tables at `destination`), and return each load job's [started,
+    finished] from dlt's load metrics, in order of start."""
     pipeline = dlt.pipeline(
         "workers_probe",
-        destination=duckdb_destination(str(folder / "workers.duckdb"), "150MB", "workers_probe"),
+        destination=destination
+        or duckdb_destination(str(folder / "workers.duckdb"), "150MB", "workers_probe"),
         dataset_name="probe",
         pipelines_dir=str(folder / "pipelines"),
     )
     rows = [{"id": i, "value": f"value {i}"} for i in range(ROWS)]
+    table_format = "delta" if destination is not None else None
     pipeline.extract(
         [
-            dlt.resource(rows, name=f"t{number}", primary_key="id", write_disposition="merge")
+            dlt.resource(
+                rows,
+                name=f"t{number}",
+                primary_key="id",
+                write_disposition="merge",
+                table_format=table_format,
+            )
             for number in range(12)
         ]
     )  # one package: its jobs are the load's to schedule
     pipeline.normalize()
-    info = locked_load(pipeline)
+    info = load(pipeline)
     spans = [
         (job.started_at, job.finished_at)
         for metrics in info.metrics.values()
@@ -174,6 +196,37 @@ def test_a_duckdb_load_runs_two_jobs_at_most(tmp_path: Path) -> None:
 def test_dlts_load_workers_setting_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOAD__WORKERS", "8")
     assert most_at_once(job_spans(tmp_path)) > DUCKDB_LOAD_WORKERS
+
+
+@pytest.mark.parametrize("loader", ["background", "locked"])
+def test_a_load_into_local_delta_tables_runs_two_jobs_at_most(tmp_path: Path, loader: str) -> None:
+    """Each job a deltalake merge: all at once (dlt's 20), a medium year's loads peaked
+    ~180 MB higher. The backfill's and nightly's load (`load_now`) and the load of pending
+    packages (`locked_load`) alike; dlt's setting still wins."""
+    lake = dlt.destinations.filesystem(str(tmp_path / "lake"))
+    load = (lambda p: load_now(p, 0)) if loader == "background" else locked_load
+    assert LOCAL_DELTA_LOAD_WORKERS == 2
+    assert most_at_once(job_spans(tmp_path, lake, load)) <= LOCAL_DELTA_LOAD_WORKERS
+
+
+def test_dlts_load_workers_setting_wins_on_delta_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOAD__WORKERS", "8")
+    lake = dlt.destinations.filesystem(str(tmp_path / "lake"))
+    assert most_at_once(job_spans(tmp_path, lake, lambda p: load_now(p, 0))) > 2
+
+
+def test_delta_tables_in_an_object_store_keep_dlts_default_workers(tmp_path: Path) -> None:
+    pipeline = dlt.pipeline(
+        "workers_remote",
+        destination=dlt.destinations.filesystem("s3://a-bucket/lake"),
+        pipelines_dir=str(tmp_path),
+    )
+    remote = FilesystemDestinationClientConfiguration(bucket_url="s3://a-bucket/lake")
+    local = FilesystemDestinationClientConfiguration(bucket_url=str(tmp_path / "lake"))
+    assert load_workers(pipeline, remote) == DLT_LOAD_WORKERS == 20
+    assert load_workers(pipeline, local) == LOCAL_DELTA_LOAD_WORKERS
 
 
 def test_dlts_credentials_settings_reach_the_connections(
