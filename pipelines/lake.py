@@ -74,8 +74,9 @@ class LakeTables:
 
 
 def lake_tables(pipeline: dlt.Pipeline, names: Iterable[str]) -> LakeTables:
-    """The locations of the tables of these names, found by location: not through the
-    pipeline's schema, which knows no table when window pipelines did all the loading."""
+    """Where the tables of these names are, from the pipeline's destination client (by the
+    dataset's layout, not through the pipeline's schema, which knows no table when window
+    pipelines did all the loading)."""
     from dlt.common.libs.deltalake import deltalake_storage_options
 
     client: Any
