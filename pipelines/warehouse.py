@@ -131,8 +131,9 @@ def lock_key(dataset: str) -> int:
 
 def locked_load(pipeline: dlt.Pipeline) -> Any:
     """`pipeline.load()` under the dataset's load lock, `load_workers` jobs at a time."""
-    with pipeline.destination_client() as client:
-        workers = load_workers(pipeline, client.config)
+    # the client's configuration only: entering the client would open the DuckDB file or
+    # connect to the warehouse, outside the lock and for nothing
+    workers = load_workers(pipeline, pipeline.destination_client().config)
     with exclusive_load(pipeline):
         return pipeline.load(workers=workers)
 
