@@ -33,6 +33,7 @@ from pipelines.duckdb_file import (
 )
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
+from pipelines.merge_sql import delete_by_merge_key
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from pipelines.warehouse import locked_load
@@ -185,6 +186,7 @@ def extract_run(
     stamp_load_ids()
     one_resource_at_a_time()
     wake_on_finished_jobs()
+    delete_by_merge_key()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
@@ -299,6 +301,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     the longest wait for a DuckDB file another process holds (None: the setting's default)."""
     stamp_load_ids()
     wake_on_finished_jobs()
+    delete_by_merge_key()
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
