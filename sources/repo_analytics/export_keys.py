@@ -4,15 +4,18 @@ A host's faulty export can repeat a row; the run drops the repeat so that every 
 staged rows hold each key once (the merges insert them as they are: `context.table_hints`).
 A year's global export of the large self-hosted host has a million rows: the Python sets of
 16-byte BLAKE2 digests the run held before took ~91 bytes a key; these arrays take 16. The
-digests are DuckDB's `md5_number` of each row's key text (`context.key_texts`), worked out of
-Python's lock (~0.3 us a row); two different keys share one with a chance of about
-n^2 / 2^129. Each batch is looked up in the batches before it: a scan of the export's
-digests per batch of `csv_export.BATCH_ROWS` rows, out of Python's lock too (~10-25 ns a
-digest: 0.35 s for a quarter of a million rows in all, ~2-3 s for a million).
+digests are the MD5 of each row's key text (`context.key_texts`): DuckDB's `md5_number`,
+worked out of Python's lock (~0.3 us a row), for a batch of more than `SMALL_DIGEST_ROWS`
+rows; Python's `hashlib` for a smaller one, the same 16 bytes; two different keys share one
+with a chance of about n^2 / 2^129. Each batch is looked up in the batches before it: a
+scan of the export's digests per batch of `csv_export.BATCH_ROWS` rows, out of Python's
+lock too (~10-25 ns a digest: 0.35 s for a quarter of a million rows in all, ~2-3 s for a
+million).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -23,18 +26,30 @@ import pyarrow.compute as pc
 
 DIGEST: pa.DataType = pa.binary(16)
 HELD_ARRAYS: Final = 16  # arrays of digests held apart before they are joined into one
+# Up to this many keys a batch is digested in Python: a DuckDB query costs ~1.0-1.3 ms of
+# binding, most of it holding Python's lock, whatever its rows (1 key: 1,000 against 7 us;
+# 100: 1,110 against 86 us; 1,000: 1,290 against 750 us; 5,000: 3.2 against 5.1 ms), and a
+# self-hosted nightly digests ~600 exports of a few rows (one user's or repository's).
+SMALL_DIGEST_ROWS = 1000
 
 
 @dataclass
 class KeyDigester:
-    """Digests of key texts by an in-memory DuckDB of the run's own, opened at first use
-    (~35 ms), a cursor per call (reading threads share it)."""
+    """Digests of key texts: a small batch's in Python, a larger one's by an in-memory DuckDB
+    of the run's own, opened at first use (~35 ms), a cursor per call (reading threads share
+    it)."""
 
     _connection: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def digests(self, texts: pa.Array) -> pa.Array:
         """Each key text's 16-byte digest."""
+        if len(texts) <= SMALL_DIGEST_ROWS and texts.null_count == 0:
+            md5 = hashlib.md5
+            return pa.array(
+                [md5(t.encode(), usedforsecurity=False).digest() for t in texts.to_pylist()],
+                DIGEST,
+            )
         keys = pa.table({"key": texts})  # noqa: F841 (read by DuckDB's query, by name)
         with self._cursor() as cursor:
             numbers = cursor.sql("SELECT md5_number(key) FROM keys").to_arrow_table()

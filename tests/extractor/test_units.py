@@ -5,6 +5,7 @@ Tables of inputs and expected outputs; nothing here talks to a host.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from email.utils import formatdate
@@ -14,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sources.repo_analytics import context
+from sources.repo_analytics import context, export_keys
 from sources.repo_analytics.cloud import (
     CLOUD,
     COMMIT_COLUMNS,
@@ -812,7 +813,35 @@ def key_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return str(request.param)
 
 
-def test_export_keys_keep_the_first_row_of_each_key_over_the_batches() -> None:
+@pytest.fixture(params=["python", "duckdb", "both"])
+def digest_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Digests of every batch made in Python (`python`), by DuckDB (`duckdb`), or of batches
+    of up to 2 keys in Python and larger ones by DuckDB (`both`): the same bytes every way."""
+    rows = {"python": 10**9, "duckdb": -1, "both": 2}[request.param]
+    monkeypatch.setattr(export_keys, "SMALL_DIGEST_ROWS", rows)
+    return str(request.param)
+
+
+def test_digests_are_the_same_bytes_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key's digest is its text's MD5 whichever way it is made: non-ASCII text, an empty
+    key, an escaped NUL, a large string, a chunked array, one key and many."""
+    texts = ["a", "", "ümlaut\x1f123", "x\x00\x01y", "z" * 300, *(f"k{i}" for i in range(50))]
+    shapes = [
+        pa.array(texts),
+        pa.array(texts, pa.large_string()),
+        pa.chunked_array([texts[:3], texts[3:]]),
+        pa.array(texts[:1]),
+    ]
+    made = {}
+    for path, rows in (("python", 10**9), ("duckdb", -1)):
+        monkeypatch.setattr(export_keys, "SMALL_DIGEST_ROWS", rows)
+        made[path] = [KeyDigester().digests(shape).to_pylist() for shape in shapes]
+    assert made["python"] == made["duckdb"]
+    assert made["python"][0] == [hashlib.md5(t.encode()).digest() for t in texts]
+    assert made["python"][1] == made["python"][2] == made["python"][0]
+
+
+def test_export_keys_keep_the_first_row_of_each_key_over_the_batches(digest_path: str) -> None:
     """A scope's export: a key repeated inside a batch, one a later batch repeats, and the
     rest kept; the held digests are those of the rows kept (16 bytes a key)."""
     keys = ExportKeys(KeyDigester())
