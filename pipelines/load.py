@@ -183,10 +183,8 @@ def extract_run(
     settings = run_settings(source_args)
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
-    stamp_load_ids()
     one_resource_at_a_time()
-    wake_on_finished_jobs()
-    delete_by_merge_key()
+    load_behaviour()
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
@@ -231,6 +229,15 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
     settings over `.dlt/` and the environment (the pipelines' own arguments left out)."""
     fields = RepoAnalyticsConfiguration.get_resolvable_fields()
     return resolve_settings({k: v for k, v in source_args.items() if k in fields and v is not None})
+
+
+def load_behaviour() -> None:
+    """What every load of ours needs of dlt, set before a package is made or loaded: rows
+    stamped with their load's id, the load loop woken for jobs finished on creation, merges
+    deleting by the merge key alone (`pipelines/merge_sql.py`). Idempotent."""
+    stamp_load_ids()
+    wake_on_finished_jobs()
+    delete_by_merge_key()
 
 
 def stamp_load_ids() -> None:
@@ -299,9 +306,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there. `wait`:
     the longest wait for a DuckDB file another process holds (None: the setting's default)."""
-    stamp_load_ids()
-    wake_on_finished_jobs()
-    delete_by_merge_key()
+    load_behaviour()
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
