@@ -34,6 +34,7 @@ from pipelines.duckdb_file import (
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
 from pipelines.merge_sql import delete_by_merge_key
+from pipelines.type_hints import cache_validation_hints
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from pipelines.warehouse import locked_load
@@ -234,10 +235,12 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
 def load_behaviour() -> None:
     """What every load of ours needs of dlt, set before a package is made or loaded: rows
     stamped with their load's id, the load loop woken for jobs finished on creation, merges
-    deleting by the merge key alone (`pipelines/merge_sql.py`). Idempotent."""
+    deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
+    TypedDict's hints once (`pipelines/type_hints.py`). Idempotent."""
     stamp_load_ids()
     wake_on_finished_jobs()
     delete_by_merge_key()
+    cache_validation_hints()
 
 
 def stamp_load_ids() -> None:
