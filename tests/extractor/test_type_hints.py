@@ -43,14 +43,27 @@ def test_the_same_verdicts_with_the_hints_read_once() -> None:
 def test_hints_read_once_and_handed_out_as_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed once; a TypedDict's hints are read at its first check only, and a caller
     that changes what it got does not change what the next one gets."""
+    reads: list[Any] = []
+    original = validation.get_type_hints
+
+    def counted(obj: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        reads.append(obj)
+        return original(obj, *args, **kwargs)
+
+    monkeypatch.setattr(validation, "get_type_hints", counted)  # undone after the test
     cache_validation_hints()
     installed = validation.get_type_hints
+    assert installed is not counted
     cache_validation_hints()
     assert validation.get_type_hints is installed
+    for _ in range(3):
+        validation.validate_dict_ignoring_xkeys(spec=TTableSchema, doc=a_table(), path="t")
+    assert reads.count(TTableSchema) == 1 and reads.count(TColumnSchema) == 1
     first = validation.get_type_hints(TColumnSchema)
     first.clear()
     again = validation.get_type_hints(TColumnSchema)
     assert "data_type" in again and "primary_key" in again
+    assert reads.count(TColumnSchema) == 1
 
 
 def test_a_pipelines_tables_keep_their_hints(tmp_path: Path) -> None:
