@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import dlt
+
 from pipelines.load import LoadResult
 from simulator import Simulator
 from tests.extractor.conftest import Loader
@@ -177,3 +179,16 @@ def folder_flags(folder: Path) -> list[str]:
         "--progress",
         "off",
     ]
+
+
+def bare_duckdb_pipeline(folder: Path, name: str) -> tuple[dlt.Pipeline, Path]:
+    """A plain dlt pipeline `name` (none of ours) into `<folder>/<name>.duckdb`, dataset
+    `data`, its working folders under `folder`; and the file's path."""
+    db_file = folder / f"{name}.duckdb"
+    pipeline = dlt.pipeline(
+        name,
+        destination=dlt.destinations.duckdb(str(db_file)),
+        pipelines_dir=str(folder / "pipes"),
+        dataset_name="data",
+    )
+    return pipeline, db_file

@@ -11,17 +11,13 @@ import dlt
 import duckdb
 
 from pipelines.merge_sql import delete_by_merge_key
+from tests.extractor.helpers import bare_duckdb_pipeline
 
 
 def merged(tmp_path: Path, loads: list[list[dict[str, Any]]], **keys: Any) -> tuple[list[Any], str]:
     """The rows after each list of rows merged in turn, and the SQL of the last merge."""
     delete_by_merge_key()
-    pipeline = dlt.pipeline(
-        "merge_sql",
-        destination=dlt.destinations.duckdb(str(tmp_path / "m.duckdb")),
-        pipelines_dir=str(tmp_path / "pipes"),
-        dataset_name="data",
-    )
+    pipeline, db_file = bare_duckdb_pipeline(tmp_path, "merge_sql")
 
     for rows in loads:
         info = pipeline.run(
@@ -30,7 +26,7 @@ def merged(tmp_path: Path, loads: list[list[dict[str, Any]]], **keys: Any) -> tu
     load_id = info.loads_ids[-1]
     jobs = Path(pipeline.working_dir, "load", "loaded", load_id, "completed_jobs")
     sql = "\n".join(p.read_text() for p in jobs.glob("items.*.sql"))
-    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(db_file), read_only=True) as con:
         rows = con.sql("SELECT * EXCLUDE (_dlt_id, _dlt_load_id) FROM data.items ORDER BY ALL")
         return rows.fetchall(), sql
 

@@ -15,6 +15,7 @@ from dlt.common.schema.typing import TColumnSchema, TTableSchema
 from dlt.common.schema.utils import new_column, new_table
 
 from pipelines.type_hints import cache_validation_hints
+from tests.extractor.helpers import bare_duckdb_pipeline
 
 
 def a_table() -> TTableSchema:
@@ -69,12 +70,7 @@ def test_hints_read_once_and_handed_out_as_copies(monkeypatch: pytest.MonkeyPatc
 def test_a_pipelines_tables_keep_their_hints(tmp_path: Path) -> None:
     """A merge through dlt with the hints read once: keys and types as declared, rows merged."""
     cache_validation_hints()
-    pipeline = dlt.pipeline(
-        "type_hints",
-        destination=dlt.destinations.duckdb(str(tmp_path / "t.duckdb")),
-        pipelines_dir=str(tmp_path / "pipes"),
-        dataset_name="data",
-    )
+    pipeline, db_file = bare_duckdb_pipeline(tmp_path, "type_hints")
     hints: dict[str, Any] = {"write_disposition": "merge", "primary_key": "id"}
     hints["columns"] = {"n": {"data_type": "text"}}
     pipeline.run(dlt.resource([{"id": 1, "n": "a"}, {"id": 2, "n": "b"}], name="items", **hints))
@@ -82,6 +78,6 @@ def test_a_pipelines_tables_keep_their_hints(tmp_path: Path) -> None:
     table = pipeline.default_schema.get_table("items")
     assert table["columns"]["id"].get("primary_key") is True
     assert table["columns"]["n"]["data_type"] == "text"
-    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(db_file), read_only=True) as con:
         rows = con.sql("SELECT id, n FROM data.items ORDER BY id").fetchall()
     assert rows == [(1, "a"), (2, "c")]
