@@ -6,8 +6,9 @@ key, with hard-delete marker rows for an emptied list). A Delta table is upserte
 key instead: an item whose list got shorter keeps its stale tail. Every load writes a parent
 row together with its complete current list, all stamped with the load's `_dlt_load_id`; so
 a child row older than the newest load that wrote its parent (at any level) is stale, and is
-deleted after the load. The rule needs no state, so a crash between the load and the pruning
-is mended by the next run's pruning.
+deleted after the load. A crash between the load and the pruning is mended by the next run's
+pruning. That pruning reads only the owner rows written since the last complete one, as its
+record says (`pipelines/pruned_through.py`); with no record that fits, every owner row.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import dlt
 import duckdb
 import pyarrow as pa
 
+from pipelines.pruned_through import (
+    RECORD_FILE,
+    PrunedThrough,
+    read_record,
+    table_versions,
+    write_record,
+)
 from sources.repo_analytics import EDITION_SPECS
 from sources.repo_analytics.origin import SOURCE
 
@@ -104,28 +113,59 @@ def stale_children_pruning(
         return None
     lists = child_lists(edition)
     where = lake_tables(pipeline, {name for c in lists for name in (c.table, *c.roots)})
-    return partial(prune_children, where, lists)
+    return partial(prune_children, where, lists, Path(pipeline.working_dir) / RECORD_FILE)
 
 
-def prune_children(where: LakeTables, lists: Iterable[ChildList]) -> dict[str, int]:
-    """Delete the child rows of `lists` that an owner's newer load did not write again."""
+def prune_children(
+    where: LakeTables, lists: Iterable[ChildList], record: Path | None = None
+) -> dict[str, int]:
+    """Delete the child rows of `lists` that an owner's newer load did not write again: of
+    the owner rows written after the load id at `record` where it fits the tables, else of
+    all; then record the newest load id the root tables hold."""
+    lists = list(lists)
+    tables = where.open(*{name for c in lists for name in (c.table, *c.roots)})
+    roots = {n: t for c in lists for n in c.roots if (t := tables.get(n)) and has_load_ids(t)}
+    versions = table_versions(where.locations, roots)
+    since = read_record(record, versions)
     deleted: dict[str, int] = {}
-    for child in lists:
-        tables = where.open(child.table, *child.roots)
-        if child.table not in tables or not has_load_ids(tables[child.table]):
-            continue
-        roots = [tables[name] for name in child.roots if name in tables]
-        stale = stale_rows(tables[child.table], roots, child)
-        if stale.num_rows:
-            match = " AND ".join(f"t.{c} = s.{c}" for c in (*child.parent_key, child.position))
-            (
-                tables[child.table]
-                .merge(source=stale, predicate=match, source_alias="s", target_alias="t")
-                .when_matched_delete()
-                .execute()
-            )
-            deleted[child.table] = stale.num_rows
+    # one connection for every query: opening one takes ~20-30 ms
+    with duckdb.connect() as con:
+        sources = {
+            name: scan(con, table, f"table_{i}") for i, (name, table) in enumerate(tables.items())
+        }
+        for child in lists:
+            if child.table not in tables or not has_load_ids(tables[child.table]):
+                continue
+            owners = [sources[name] for name in child.roots if name in roots]
+            stale = stale_keys(con, sources[child.table], owners, child, since)
+            if stale.num_rows:
+                match = " AND ".join(f"t.{c} = s.{c}" for c in (*child.parent_key, child.position))
+                (
+                    tables[child.table]
+                    .merge(source=stale, predicate=match, source_alias="s", target_alias="t")
+                    .when_matched_delete()
+                    .execute()
+                )
+                deleted[child.table] = stale.num_rows
+        newest = newest_load(con, [sources[name] for name in roots], since)
+    write_record(record, PrunedThrough(newest, versions) if newest else None)
     return deleted
+
+
+def newest_load(con: duckdb.DuckDBPyConnection, roots: list[str], since: str | None) -> str | None:
+    """The newest load id among the rows of the root tables read from `roots` (those after
+    `since` are enough)."""
+    if not roots:
+        return since
+    found = " UNION ALL ".join(f"SELECT max({LOAD_ID}) FROM {root}{after(since)}" for root in roots)
+    (newest,) = con.execute(f"SELECT max(m) FROM ({found}) AS t(m)").fetchone() or (None,)
+    return since if newest is None else str(newest)
+
+
+def after(since: str | None) -> str:
+    """The filter of owner rows written after load `since` (of dlt's format): as text, which
+    DuckDB checks against each file's statistics to skip the older ones."""
+    return "" if since is None else f" WHERE {LOAD_ID} > '{since}'"
 
 
 def has_load_ids(table: Any) -> bool:
@@ -135,30 +175,50 @@ def has_load_ids(table: Any) -> bool:
     return {LOAD_ID, SOURCE} <= {f.name for f in table.schema().fields}
 
 
-def stale_rows(children: Any, roots: Iterable[Any], child: ChildList) -> Any:
+def stale_rows(
+    children: Any, roots: Iterable[Any], child: ChildList, since: str | None = None
+) -> Any:
     """(owner key, position) of each child row written before its owner's newest load: a
-    row some root has its owner in from a newer load. One root at a time: its keys are the
-    only hash table held (the medium self-hosted year's commit parents, 4 roots of ~200,000
-    commits: +113 MB at the peak, +236 MB when the roots' newest loads were grouped in one)."""
+    row some root has its owner in from a newer load, of the owner rows written after load
+    `since` if given. One root at a time: its keys are the only hash table held (the medium
+    self-hosted year's commit parents, 4 roots of ~200,000 commits: +113 MB at the peak, +236
+    MB when the roots' newest loads were grouped in one)."""
+    with duckdb.connect() as con:
+        owners = [
+            scan(con, root, f"root_{i}") for i, root in enumerate(roots) if has_load_ids(root)
+        ]
+        return stale_keys(con, scan(con, children, "child_rows"), owners, child, since)
+
+
+def stale_keys(
+    con: duckdb.DuckDBPyConnection,
+    children: str,
+    roots: list[str],
+    child: ChildList,
+    since: str | None,
+) -> Any:
+    """`stale_rows` of the tables read from `children` and `roots` (`scan`'s sources)."""
     key = [*child.parent_key]
     names = ", ".join(f'"{c}"' for c in key)
     picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
     joined = " AND ".join(f'c."{c}" = o."{c}"' for c in key)
     newer = f"CAST(o.{LOAD_ID} AS DOUBLE) > CAST(c.{LOAD_ID} AS DOUBLE)"
-    with duckdb.connect() as con:
-        con.execute(f"CREATE VIEW children AS SELECT * FROM {scan(con, children, 'child_rows')}")
-        found = [con.sql(f"SELECT {picked} FROM children c LIMIT 0").to_arrow_table()]
-        for index, root in enumerate(roots):
-            if has_load_ids(root):
-                owners = f"SELECT {names}, {LOAD_ID} FROM {scan(con, root, f'root_{index}')}"
-                found.append(
-                    con.sql(
-                        f"SELECT {picked} FROM children c SEMI JOIN ({owners}) o "
-                        f"ON {joined} AND {newer}"
-                    ).to_arrow_table()
-                )
-        con.register("stale", pa.concat_tables(found))
+    found = [con.sql(f"SELECT {picked} FROM {children} c LIMIT 0").to_arrow_table()]
+    for root in roots:
+        owners = f"SELECT {names}, {LOAD_ID} FROM {root}{after(since)}"
+        found.append(
+            con.sql(
+                f"SELECT {picked} FROM {children} c SEMI JOIN ({owners}) o ON {joined} AND {newer}"
+            ).to_arrow_table()
+        )
+    stale = pa.concat_tables(found)
+    if sum(1 for part in found if part.num_rows) < 2:
+        return stale  # a row found by one root only: no repeat
+    con.register("stale", stale)
+    try:
         return con.sql("SELECT DISTINCT * FROM stale").to_arrow_table()
+    finally:
+        con.unregister("stale")
 
 
 def scan(con: duckdb.DuckDBPyConnection, table: Any, name: str) -> str:
