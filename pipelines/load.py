@@ -33,6 +33,7 @@ from pipelines.duckdb_file import (
 )
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
+from pipelines.lake_writes import small_row_groups
 from pipelines.merge_sql import delete_by_merge_key
 from pipelines.type_hints import cache_validation_hints
 from pipelines.upgrade import adopt_rows, legacy_pipeline
@@ -185,7 +186,7 @@ def extract_run(
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
     one_resource_at_a_time()
-    load_behaviour()
+    load_behaviour(pipeline)
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
     pa.set_memory_pool(pa.system_memory_pool())
@@ -232,15 +233,19 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
     return resolve_settings({k: v for k, v in source_args.items() if k in fields and v is not None})
 
 
-def load_behaviour() -> None:
+def load_behaviour(pipeline: dlt.Pipeline) -> None:
     """What every load of ours needs of dlt, set before a package is made or loaded: rows
     stamped with their load's id, the load loop woken for jobs finished on creation, merges
     deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
-    TypedDict's hints once (`pipelines/type_hints.py`). Idempotent."""
+    TypedDict's hints once (`pipelines/type_hints.py`); into Delta tables, Parquet row groups
+    of a bounded size (`pipelines/lake_writes.py`). Idempotent."""
     stamp_load_ids()
     wake_on_finished_jobs()
     delete_by_merge_key()
     cache_validation_hints()
+    destination = pipeline.destination
+    if destination is not None and destination.destination_name == "filesystem":
+        small_row_groups()
 
 
 def stamp_load_ids() -> None:
@@ -309,7 +314,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there. `wait`:
     the longest wait for a DuckDB file another process holds (None: the setting's default)."""
-    load_behaviour()
+    load_behaviour(pipeline)
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():

@@ -1,0 +1,86 @@
+"""Delta tables written with bounded row groups (`pipelines/lake_writes.py`): dlt's first
+write and its merge into real Delta tables, then deltalake's merge with properties of the
+caller's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import dlt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.lake_writes import COMPRESSION, ROW_GROUP_ROWS, small_row_groups
+
+ROWS = ROW_GROUP_ROWS * 2 + 1000  # three row groups
+
+
+def layout(table: Path) -> list[tuple[int, int, str]]:
+    """(rows, row groups, compression of the first column) of each current file."""
+    found = []
+    for uri in deltalake.DeltaTable(str(table)).file_uris():
+        meta = pq.ParquetFile(uri).metadata
+        found.append((meta.num_rows, meta.num_row_groups, meta.row_group(0).column(0).compression))
+    return found
+
+
+def rows(first: int, count: int, label: str) -> pa.Table:
+    ids = pa.array(range(first, first + count), pa.int64())
+    return pa.table({"id": ids, "label": pa.array([label] * count)})
+
+
+def test_dlt_writes_and_merges_delta_tables_in_bounded_row_groups(tmp_path: Path) -> None:
+    small_row_groups()
+    small_row_groups()  # idempotent: one wrapping
+    assert not getattr(deltalake.DeltaTable.merge.__wrapped__, "small_row_groups", False)
+    pipeline = dlt.pipeline(
+        "lake_writes",
+        destination=dlt.destinations.filesystem(bucket_url=str(tmp_path / "lake")),
+        pipelines_dir=str(tmp_path / "pipelines"),
+        dataset_name="lake",
+    )
+
+    @dlt.resource(
+        table_format="delta",
+        primary_key="id",
+        write_disposition={"disposition": "merge", "strategy": "upsert"},
+    )
+    def items(data: pa.Table) -> Any:
+        yield data
+
+    pipeline.run(items(rows(0, ROWS, "first")))
+    table = tmp_path / "lake" / "lake" / "items"
+    assert layout(table) == [(ROWS, 3, COMPRESSION)]
+    # an upsert touching rows of the one file writes it again, in bounded row groups too
+    pipeline.run(items(rows(ROWS - 10, 20, "second")))
+    data = deltalake.DeltaTable(str(table)).to_pyarrow_table()
+    assert data.num_rows == ROWS + 10
+    assert sorted(data.filter(pa.compute.equal(data["label"], "second"))["id"].to_pylist()) == [
+        *range(ROWS - 10, ROWS + 10)
+    ]
+    files = layout(table)
+    assert sum(count for count, _, _ in files) == ROWS + 10
+    assert all(g == -(-n // ROW_GROUP_ROWS) and codec == COMPRESSION for n, g, codec in files)
+
+
+def test_writer_properties_the_caller_gives_are_kept(tmp_path: Path) -> None:
+    small_row_groups()
+    deltalake.write_deltalake(str(tmp_path / "t"), rows(0, ROWS, "a"))
+    table = deltalake.DeltaTable(str(tmp_path / "t"))
+    own = deltalake.WriterProperties(max_row_group_size=ROWS, compression="ZSTD")
+    merged = table.merge(
+        rows(0, 5, "b"), "t.id = s.id", "s", "t", False, True, own
+    )  # positionally, as deltalake allows
+    merged.when_matched_update_all().execute()
+    assert layout(tmp_path / "t") == [(ROWS, 1, "ZSTD")]
+    table = deltalake.DeltaTable(str(tmp_path / "t"))
+    table.merge(
+        rows(0, 5, "c"),
+        "t.id = s.id",
+        source_alias="s",
+        target_alias="t",
+        writer_properties=deltalake.WriterProperties(compression="GZIP"),
+    ).when_matched_update_all().execute()
+    assert [codec for _, _, codec in layout(tmp_path / "t")] == ["GZIP"]
