@@ -113,7 +113,15 @@ def lake(folder: Path) -> LakeTables:
 
 
 def append(folder: Path, name: str, rows: dict[str, list[object]]) -> None:
-    deltalake.write_deltalake(str(folder / name), pa.table(rows), mode="append")
+    """Rows appended to a table; under a folder named `partitioned`, a table partitioned by
+    source (read through its Arrow dataset, filters included)."""
+    partitioned = folder.name == "partitioned"
+    deltalake.write_deltalake(
+        str(folder / name),
+        pa.table(rows),
+        mode="append",
+        partition_by=["source"] if partitioned else None,
+    )
 
 
 def parent_rows(folder: Path) -> list[tuple[object, ...]]:
@@ -138,10 +146,15 @@ def first_load(folder: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("layout", ["plain", "partitioned"])
 def test_a_pruning_records_the_newest_load_and_the_next_reads_only_newer_owners(
-    tmp_path: Path,
+    tmp_path: Path, layout: str
 ) -> None:
+    tmp_path = tmp_path / layout
     first_load(tmp_path)
+    with duckdb.connect() as con:  # the pruning reads each table the way this says
+        source = scan(con, deltalake.DeltaTable(str(tmp_path / "commits")), "commits_rows")
+    assert source.startswith("read_parquet(") is (layout == "plain")
     record = tmp_path / "work" / RECORD_FILE
     assert prune_children(lake(tmp_path), [PARENTS], record) == {}
     saved = json.loads(record.read_text())
