@@ -35,7 +35,7 @@ import duckdb
 
 from pipelines.duckdb_file import NOT_RECONCILED, lock_wait, waiting
 from pipelines.duckdb_memory import connection_config, memory_limit
-from pipelines.lake import LOAD_ID, delta_tables
+from pipelines.lake import LOAD_ID, delta_tables, parquet_scan
 from pipelines.reconcile_model import (
     Difference,
     EditionChecks,
@@ -127,10 +127,15 @@ def reconcile_pipeline(
         )
     columns = columns_read(spec, checks)  # the tables compared, each with what is read of it
     needed = tuple(columns)
+    tables: dict[str, Any]  # a table's data, or the source DuckDB reads it from
     if name == "filesystem":
-        # a table, not a dataset: filters pushed into the dataset fail on string_view
+        # DuckDB's Parquet reader in place where it reads the table as Delta does (the
+        # reconciliation of the first self-hosted nightly 0.20-0.22 -> 0.11 s, of the cloud
+        # lists' 0.26-0.29 -> 0.16-0.18 s); else a copy of the columns compared, a table, not
+        # a dataset: filters pushed into the dataset fail on string_view
         tables = {
-            t: d.to_pyarrow_table(
+            t: parquet_scan(d)
+            or d.to_pyarrow_table(
                 columns=[f.name for f in d.schema().fields if f.name in columns.get(t, ())]
             )
             for t, d in delta_tables(pipeline, *needed).items()
@@ -145,9 +150,11 @@ def reconcile_pipeline(
     with duckdb.connect() as con:
         con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
         for table, data in tables.items():
-            con.register(f"{table}__copy", data)
+            source = data if isinstance(data, str) else f'"{table}__copy"'
+            if not isinstance(data, str):
+                con.register(f"{table}__copy", data)
             con.execute(
-                f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM "{table}__copy"'
+                f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM {source}'
             )
         return reconcile_with(
             con, pipeline.dataset_name, windows, source_args, run_loads, prefetched
