@@ -10,6 +10,7 @@ from typing import Any
 import deltalake
 import dlt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.lake_writes import COMPRESSION, ROW_GROUP_ROWS, small_row_groups
@@ -57,7 +58,7 @@ def test_dlt_writes_and_merges_delta_tables_in_bounded_row_groups(tmp_path: Path
     pipeline.run(items(rows(ROWS - 10, 20, "second")))
     data = deltalake.DeltaTable(str(table)).to_pyarrow_table()
     assert data.num_rows == ROWS + 10
-    assert sorted(data.filter(pa.compute.equal(data["label"], "second"))["id"].to_pylist()) == [
+    assert sorted(data.filter(pc.equal(data["label"], "second"))["id"].to_pylist()) == [
         *range(ROWS - 10, ROWS + 10)
     ]
     files = layout(table)
