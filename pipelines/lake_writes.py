@@ -8,8 +8,9 @@ nightly's) reads it back and writes it again the same way. With row groups of 65
 - a merge of 5,159 rows into it (4 runs each): peak RSS +271-325 -> +183-217 MB, 0.68-0.79 ->
   0.70-0.87 s;
 - its first write, streamed: +445-477 -> +305-371 MB;
-- the medium self-hosted year with default settings into Delta: peak 619/679 -> 542/546 MB
-  (wall 0.98/0.82x); its first nightly 625/675 -> 545/559 MB (wall 0.96/1.00x);
+- the medium self-hosted year with default settings into Delta (2 interleaved pairs): peak
+  656/674 -> 530/558 MB (wall 0.93/1.06x); its first nightly 736/759 -> 576/601 MB (wall
+  0.99/0.87x);
 - files 2-3 % larger.
 
 dlt passes no writer properties to deltalake (neither to `write_deltalake` nor to a table's
