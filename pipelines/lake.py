@@ -137,7 +137,7 @@ def prune_children(
             if child.table not in tables or not has_load_ids(tables[child.table]):
                 continue
             owners = [sources[name] for name in child.roots if name in roots]
-            stale = stale_keys(con, sources[child.table], owners, child, since)
+            stale = stale_rows(con, sources[child.table], owners, child, since)
             if stale.num_rows:
                 match = " AND ".join(f"t.{c} = s.{c}" for c in (*child.parent_key, child.position))
                 (
@@ -176,28 +176,18 @@ def has_load_ids(table: Any) -> bool:
 
 
 def stale_rows(
-    children: Any, roots: Iterable[Any], child: ChildList, since: str | None = None
-) -> Any:
-    """(owner key, position) of each child row written before its owner's newest load: a
-    row some root has its owner in from a newer load, of the owner rows written after load
-    `since` if given. One root at a time: its keys are the only hash table held (the medium
-    self-hosted year's commit parents, 4 roots of ~200,000 commits: +113 MB at the peak, +236
-    MB when the roots' newest loads were grouped in one)."""
-    with duckdb.connect() as con:
-        owners = [
-            scan(con, root, f"root_{i}") for i, root in enumerate(roots) if has_load_ids(root)
-        ]
-        return stale_keys(con, scan(con, children, "child_rows"), owners, child, since)
-
-
-def stale_keys(
     con: duckdb.DuckDBPyConnection,
     children: str,
     roots: list[str],
     child: ChildList,
-    since: str | None,
+    since: str | None = None,
 ) -> Any:
-    """`stale_rows` of the tables read from `children` and `roots` (`scan`'s sources)."""
+    """(owner key, position) of each child row written before its owner's newest load: a
+    row some root has its owner in from a newer load, of the owner rows written after load
+    `since` if given. `children`, `roots`: what the query reads the tables from (`scan`).
+    One root at a time: its keys are the only hash table held (the medium self-hosted year's
+    commit parents, 4 roots of ~200,000 commits: +113 MB at the peak, +236 MB when the roots'
+    newest loads were grouped in one)."""
     key = [*child.parent_key]
     names = ", ".join(f'"{c}"' for c in key)
     picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
