@@ -150,12 +150,10 @@ def reconcile_pipeline(
     with duckdb.connect() as con:
         con.execute(f'CREATE SCHEMA "{pipeline.dataset_name}"')
         for table, data in tables.items():
-            source = data if isinstance(data, str) else f'"{table}__copy"'
-            if not isinstance(data, str):
+            if not isinstance(data, str):  # a copy: registered, read by its name
                 con.register(f"{table}__copy", data)
-            con.execute(
-                f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM {source}'
-            )
+                data = f'"{table}__copy"'
+            con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM {data}')
         return reconcile_with(
             con, pipeline.dataset_name, windows, source_args, run_loads, prefetched
         )
