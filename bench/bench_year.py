@@ -3,6 +3,7 @@
 Usage:
     python bench/bench_year.py [--size small] [--edition cloud|server]
                                [--workloads lists,defaults] [--repeat 1] [--concurrency 4]
+                               [--window-days N]
                                [--no-peer] [--out bench/results/year-<edition>-<size>.json]
 
 Run on demand (pytest does not collect it). The benchmark issue 11 asks for: one command, one
@@ -17,8 +18,9 @@ and repeat (after one uncounted backfill of ours per workload that warms the sim
 `--no-warm-up` leaves it out), in an order that alternates between repeats:
 
 - `ours-duckdb`: `repo-analytics backfill` of the year before the simulator's clock into a
-  fresh DuckDB file (default window size, reconciliation included, as a
-  user runs it); the simulator's request log of this run is collected while it runs;
+  fresh DuckDB file (default window size unless `--window-days` says otherwise,
+  reconciliation included, as a user runs it); the simulator's request log of this run is
+  collected while it runs;
 - `limit`: that request log replayed -- same paths, parameters, Accept header and concurrency
   (`--concurrency`, ours' default 4) -- with one `requests.Session` per thread and
   `orjson.loads` per body (CSV bodies are only counted), nothing else;
@@ -78,6 +80,7 @@ def start_of_today() -> int:
     return int(today.timestamp())
 
 
+DEFAULT_WINDOWS = "ours' default"  # no `--window-days`: the backfill's own
 WORKLOADS = {
     "lists": ["--levels", "repository", "--resources", "commits,pull_requests"],
     "defaults": [],
@@ -582,6 +585,7 @@ def backfill_args(
         until,
         "--concurrency",
         str(options.concurrency),
+        *(["--window-days", str(options.window_days)] if options.window_days else []),
         *WORKLOADS[workload],
     ]
 
@@ -806,7 +810,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"{m['platform']}, Python {m['python']}, {m['cpus']} CPUs, {m['mem_gb']} GB; "
         f"dlt {m['dlt']}, DuckDB {m['duckdb']}; run {doc['started']} .. {doc['ended']}; "
-        f"repeats {doc['repeat']}, concurrency {doc['concurrency']}. Command: "
+        f"repeats {doc['repeat']}, concurrency {doc['concurrency']}, window days "
+        f"{doc.get('window_days', DEFAULT_WINDOWS)}. Command: "
         f"`{doc['command']}`.",
         "",
         "Medians over the repeats; load = the machine's 1-minute load average at the "
@@ -921,6 +926,13 @@ def main() -> None:
         help="ours' `concurrency` and the replay's threads (default 4)",
     )
     parser.add_argument(
+        "--window-days",
+        type=int,
+        default=None,
+        help="ours' backfill windows, in days (default: ours' own default); the limit "
+        "replays the requests they make",
+    )
+    parser.add_argument(
         "--no-nightly-1", action="store_true", help="skip the nightly after a simulated day"
     )
     parser.add_argument(
@@ -1012,6 +1024,7 @@ def main() -> None:
         "until": until,
         "repeat": options.repeat,
         "concurrency": options.concurrency,
+        "window_days": options.window_days or DEFAULT_WINDOWS,
         "command": "python bench/bench_year.py " + " ".join(sys.argv[1:]),
         "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
         "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}",
