@@ -112,7 +112,7 @@ def stale_children_pruning(
     if pipeline.destination.destination_name != "filesystem":
         return None
     lists = child_lists(edition)
-    where = lake_tables(pipeline, {name for c in lists for name in (c.table, *c.roots)})
+    where = lake_tables(pipeline, list_tables(lists))
     return partial(prune_children, where, lists, Path(pipeline.working_dir) / RECORD_FILE)
 
 
@@ -123,7 +123,7 @@ def prune_children(
     the owner rows written after the load id at `record` where it fits the tables, else of
     all; then record the newest load id the root tables hold."""
     lists = list(lists)
-    tables = where.open(*{name for c in lists for name in (c.table, *c.roots)})
+    tables = where.open(*list_tables(lists))
     roots = {n: t for c in lists for n in c.roots if (t := tables.get(n)) and has_load_ids(t)}
     versions = table_versions(where.locations, roots)
     since = read_record(record, versions)
@@ -150,6 +150,11 @@ def prune_children(
         newest = newest_load(con, [sources[name] for name in roots], since)
     write_record(record, PrunedThrough(newest, versions) if newest else None)
     return deleted
+
+
+def list_tables(lists: Iterable[ChildList]) -> set[str]:
+    """The child tables of `lists` and their roots."""
+    return {name for c in lists for name in (c.table, *c.roots)}
 
 
 def newest_load(con: duckdb.DuckDBPyConnection, roots: list[str], since: str | None) -> str | None:
