@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import dlt
@@ -19,6 +19,9 @@ from .origin import SOURCE
 from .plan import RunPlan
 from .report import RunReport
 from .tables import REMOVED, Endpoint
+
+# one object for every table's source column: Arrow caches a field's fingerprint
+SOURCE_FIELD: Final = pa.field(SOURCE, pa.string(), nullable=False)
 
 # Types are frozen (BI never sees a variant column); new columns may arrive (a new release
 # of this package, a host's CSV header growing) without breaking existing installations.
@@ -279,7 +282,7 @@ def with_source(table: pa.Table, source: str) -> pa.Table:
     if SOURCE in table.column_names:
         return table
     values = pa.repeat(pa.scalar(source, type=pa.string()), table.num_rows)
-    return table.add_column(0, pa.field(SOURCE, pa.string(), nullable=False), values)
+    return table.add_column(0, SOURCE_FIELD, values)
 
 
 def nullability(schema: pa.Schema) -> dict[str, Any]:

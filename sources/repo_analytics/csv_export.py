@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import IO, TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -39,11 +40,12 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 BATCH_ROWS: Final = 5_000
+UTC_TS: Final = pa.timestamp("us", tz="UTC")
 MAX_WINDOW: Final = timedelta(days=366)
 SCOPE_COLUMNS: Final = ("level", "scope")  # lead every export key; one value per scope read
 # (pattern on the normalised column name, Arrow type); the first match wins.
 TYPE_RULES: Final = (
-    (re.compile(r"(^|_)date$|_at$|timestamp"), pa.timestamp("us", tz="UTC")),
+    (re.compile(r"(^|_)date$|_at$|timestamp"), UTC_TS),
     (re.compile(r"^merge_commit$|^is_|_flag$"), pa.bool_()),
     (re.compile(r"^lines_|_id$|_s$|_seconds$|count$"), pa.int64()),
 )
@@ -230,16 +232,30 @@ def with_context(
 ) -> pa.Table:
     """The typed columns, led by the `context` columns and each row's number in the export."""
     rows = len(columns[0]) if columns else 0
-    arrays: list[pa.Array] = []
-    fields: list[pa.Field] = []
-    for key, value in context.items():
-        kind = pa.timestamp("us", tz="UTC") if isinstance(value, datetime) else pa.string()
-        fields.append(pa.field(key, kind, nullable=False))
-        arrays.append(pa.repeat(pa.scalar(value, type=kind), rows))
-    fields.append(pa.field("row_number", pa.int64(), nullable=False))
+    kinds = tuple(
+        (key, UTC_TS if isinstance(value, datetime) else pa.string())
+        for key, value in context.items()
+    )
+    arrays = [
+        pa.repeat(pa.scalar(value, type=kind), rows)
+        for (_, kind), value in zip(kinds, context.values(), strict=True)
+    ]
     arrays.append(pa.array(range(first, first + rows), type=pa.int64()))
-    fields += [pa.field(n, c.type) for n, c in zip(names, columns, strict=True)]
-    return pa.Table.from_arrays([*arrays, *columns], schema=pa.schema(fields))
+    schema = export_schema(kinds, tuple(names), tuple(c.type for c in columns))
+    return pa.Table.from_arrays([*arrays, *columns], schema=schema)
+
+
+@lru_cache(maxsize=64)
+def export_schema(
+    context: tuple[tuple[str, pa.DataType], ...],
+    names: tuple[str, ...],
+    kinds: tuple[pa.DataType, ...],
+) -> pa.Schema:
+    """An export batch's schema: one object for every batch alike (see `arrow_type_of`)."""
+    fields = [pa.field(key, kind, nullable=False) for key, kind in context]
+    fields.append(pa.field("row_number", pa.int64(), nullable=False))
+    fields += [pa.field(n, kind) for n, kind in zip(names, kinds, strict=True)]
+    return pa.schema(fields)
 
 
 def python_tables(
