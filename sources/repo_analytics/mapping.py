@@ -333,15 +333,23 @@ def child_table(
     position, its entry's columns (from `elements`, Arrow's or Python's) and `removed`."""
     fields = [parent.schema.field(name) for name in child.parent_columns]
     arrays = [parent.column(name).take(owners).combine_chunks() for name in child.parent_columns]
-    fields.append(pa.field(child.position, pa.int32(), nullable=False))
     arrays.append(positions.cast(pa.int32()))
     for c in child.columns:
-        fields.append(pa.field(c.name, c.type, nullable=c.nullable))
         if isinstance(elements, pa.StructArray):
             leaves = fields_of(elements)
             arrays.append(column_array(c, [None] * len(elements), context, leaves))
         else:
             arrays.append(column_array(c, elements, context))
-    fields.append(pa.field(REMOVED, pa.bool_(), nullable=False))
     arrays.append(removed)
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([*fields, *child_fields(child)]))
+
+
+@lru_cache(maxsize=64)
+def child_fields(child: ChildTable) -> tuple[pa.Field, ...]:
+    """A child table's own fields (position, entry columns, removal mark), one object each
+    for every table of `child`: Arrow caches a field's fingerprint (see `arrow_type_of`)."""
+    return (
+        pa.field(child.position, pa.int32(), nullable=False),
+        *(pa.field(c.name, c.type, nullable=c.nullable) for c in child.columns),
+        pa.field(REMOVED, pa.bool_(), nullable=False),
+    )
