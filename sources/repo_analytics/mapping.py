@@ -12,7 +12,7 @@ Arrow's JSON reader decoded (`arrow_pages`) comes as that struct array already (
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import repeat
 from typing import Any, Final
 
@@ -41,6 +41,11 @@ class ArrowItems(Sequence[Any]):
 
     def __init__(self, raw: pa.StructArray) -> None:
         self.raw = raw
+
+    @cached_property
+    def leaves(self) -> dict[tuple[str, ...], pa.Array] | None:
+        """`fields_of(raw)`, once: the page's table and each of its child tables read them."""
+        return fields_of(self.raw)
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -181,7 +186,11 @@ def fields_of(raw: pa.StructArray | None) -> dict[tuple[str, ...], pa.Array] | N
 def to_arrow(items: Sequence[Any], columns: Sequence[Column], context: Context) -> pa.Table:
     """Items as an Arrow table with the declared column types: each column as
     `Column.read` reads each item."""
-    raw = fields_of(items.raw if isinstance(items, ArrowItems) else read_raw(items, tuple(columns)))
+    raw = (
+        items.leaves
+        if isinstance(items, ArrowItems)
+        else fields_of(read_raw(items, tuple(columns)))
+    )
     arrays = [column_array(c, items, context, raw) for c in columns]
     return pa.Table.from_arrays(arrays, schema=arrow_type_of(tuple(columns)))
 
@@ -258,7 +267,7 @@ def child_rows(
     """
     entries = None
     if isinstance(items, ArrowItems):  # its type holds the child's list (`arrow_pages`)
-        entries = (fields_of(items.raw) or {})[child.list_path]
+        entries = (items.leaves or {})[child.list_path]
     else:
         lists = values_at(items, child.list_path)
         element = raw_type(child.columns)
@@ -334,12 +343,12 @@ def child_table(
     fields = [parent.schema.field(name) for name in child.parent_columns]
     arrays = [parent.column(name).take(owners).combine_chunks() for name in child.parent_columns]
     arrays.append(positions.cast(pa.int32()))
-    for c in child.columns:
-        if isinstance(elements, pa.StructArray):
-            leaves = fields_of(elements)
-            arrays.append(column_array(c, [None] * len(elements), context, leaves))
-        else:
-            arrays.append(column_array(c, elements, context))
+    if isinstance(elements, pa.StructArray):
+        leaves = fields_of(elements)
+        rows: list[Any] = [None] * len(elements)
+        arrays += [column_array(c, rows, context, leaves) for c in child.columns]
+    else:
+        arrays += [column_array(c, elements, context) for c in child.columns]
     arrays.append(removed)
     return pa.Table.from_arrays(arrays, schema=pa.schema([*fields, *child_fields(child)]))
 
