@@ -361,7 +361,8 @@ def planned_reads(
             else sorted({names[0] for names in repositories if len(names) > 1})
         )
         scopes["project"] = [project_scope(ctx, key) for key in projects]
-        scopes["user"] = [user_scope(ctx, user) for user in users]
+        if "user" in levels:
+            scopes["user"] = [user_scope(ctx, user) for user in users]
     for endpoint in wanted:
         yield endpoint, scopes.get(endpoint.level, [])
 
