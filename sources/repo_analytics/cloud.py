@@ -11,6 +11,7 @@ import pyarrow as pa
 from .dates import naive_local, utc_from_iso
 from .paging import NextLink
 from .tables import (
+    UTC_TS,
     ChildTable,
     Column,
     EditionSpec,
@@ -25,7 +26,6 @@ from .tables import (
     is_merge,
 )
 
-UTC_TS: Final = pa.timestamp("us", tz="UTC")
 LOCAL_TS: Final = pa.timestamp("us")
 STR: Final = pa.string()
 INT: Final = pa.int64()

@@ -34,13 +34,12 @@ from .dates import utc_from_iso, windows
 from .export_keys import ExportKeys
 from .origin import SOURCE
 from .readers import bounds, date_params
-from .tables import Endpoint
+from .tables import UTC_TS, Endpoint
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 BATCH_ROWS: Final = 5_000
-UTC_TS: Final = pa.timestamp("us", tz="UTC")
 MAX_WINDOW: Final = timedelta(days=366)
 SCOPE_COLUMNS: Final = ("level", "scope")  # lead every export key; one value per scope read
 # (pattern on the normalised column name, Arrow type); the first match wins.

@@ -12,6 +12,7 @@ import pyarrow as pa
 from .dates import utc_from_epoch_ms, utc_from_iso
 from .paging import StartLimit
 from .tables import (
+    UTC_TS,
     ChildTable,
     Column,
     DetailSpec,
@@ -28,7 +29,6 @@ from .tables import (
     is_merge,
 )
 
-UTC_TS: Final = pa.timestamp("us", tz="UTC")
 STR: Final = pa.string()
 INT: Final = pa.int64()
 BOOL: Final = pa.bool_()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 Context = Mapping[str, Any]
 LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
+UTC_TS: Final = pa.timestamp("us", tz="UTC")  # every instant the editions and exports hold
 Outcome = Literal["fatal", "skip", "retry_then_skip"]
 Kind = Literal["list", "statistics", "directory", "csv"]
 
