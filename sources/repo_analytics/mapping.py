@@ -359,6 +359,6 @@ def child_fields(child: ChildTable) -> tuple[pa.Field, ...]:
     for every table of `child`: Arrow caches a field's fingerprint (see `arrow_type_of`)."""
     return (
         pa.field(child.position, pa.int32(), nullable=False),
-        *(pa.field(c.name, c.type, nullable=c.nullable) for c in child.columns),
+        *arrow_type_of(child.columns),
         pa.field(REMOVED, pa.bool_(), nullable=False),
     )
