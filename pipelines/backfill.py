@@ -135,9 +135,16 @@ class WindowLoads:
         """The windows read and not yet landed."""
         return 0 if self.under_way is None else 1
 
-    def read(self, outcome: WindowOutcome, ended: list[WindowOutcome], **source_args: Any) -> None:
+    def read(
+        self,
+        outcome: WindowOutcome,
+        ended: list[WindowOutcome],
+        last: bool = True,
+        **source_args: Any,
+    ) -> None:
         """Read the window of `outcome` into a package; once the window before it landed,
-        start loading it. `ended` gets the outcome when it lands."""
+        start loading it (`last`: no window is read after it, while it loads). `ended` gets
+        the outcome when it lands."""
         report = RunReport()
         self.shown.watch(report)
         try:
@@ -151,7 +158,9 @@ class WindowLoads:
         self.land()
         normalize_run(extracted, adopt=not self.adopted)
         self.adopted = True
-        background = BackgroundLoad(self.pipeline, extracted.wait, after_load(extracted))
+        background = BackgroundLoad(
+            self.pipeline, extracted.wait, after_load(extracted), beside_reads=not last
+        )
         self.under_way = (outcome, ended, extracted, background)
 
     def land(self) -> None:
@@ -288,6 +297,7 @@ def run_backfill(
                 loads.read(
                     outcome,
                     ended,
+                    last=key == to_read[-1],
                     start_date=start.isoformat(),
                     end_date=end.isoformat(),
                     now=clock,

@@ -19,6 +19,7 @@ normalized package it finds.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,11 +53,16 @@ class BackgroundLoad:
     in the calling thread."""
 
     def __init__(
-        self, pipeline: dlt.Pipeline, wait: float, then: Callable[[], object] | None = None
+        self,
+        pipeline: dlt.Pipeline,
+        wait: float,
+        then: Callable[[], object] | None = None,
+        beside_reads: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.wait = wait
         self.then = then  # run in the thread after a load that did not fail
+        self.beside_reads = beside_reads  # another window is read while this one loads
         self.step: Load | None = None
         self.error: BaseException | None = None
         self.then_error: BaseException | None = None  # raised by finish(), the load recorded
@@ -94,7 +100,7 @@ class BackgroundLoad:
 
                 def load() -> None:
                     step = self._new_step()
-                    with open_between_jobs(self.client_config):
+                    with open_between_jobs(self.client_config, self.beside_reads):
                         pool_runner.run_pool(step.config, step)
 
                 waiting(load, self.wait, EXTRACTED_KEPT)
@@ -126,20 +132,54 @@ class BackgroundLoad:
 
 
 @contextmanager
-def open_between_jobs(client_config: Any) -> Iterator[None]:
+def open_between_jobs(client_config: Any, beside_reads: bool = False) -> Iterator[None]:
     """A DuckDB file open from the load's first job to its last. dlt's pool of connections
     closes the database whenever no job holds a connection, and opens it again for the next
     job: each close checkpoints the file (medium cloud lists: ~2 s of closing and ~1.7 s of
-    opening, in the load's threads). Other destinations: nothing."""
-    pool = getattr(getattr(client_config, "credentials", None), "conn_pool", None)
+    opening, in the load's threads). `beside_reads`: the next window is read meanwhile, and
+    DuckDB works on `threads_beside_reads()` threads (see there). Other destinations:
+    nothing."""
+    credentials = getattr(client_config, "credentials", None)
+    pool = getattr(credentials, "conn_pool", None)
     if not isinstance(pool, DuckDbConnectionPool):
         yield
         return
     held = pool.borrow_conn()
     try:
-        yield
+        own = "threads" in (getattr(credentials, "global_config", None) or {})
+        with fewer_threads(held, threads_beside_reads() if beside_reads and not own else None):
+            yield
     finally:
         pool.return_conn(held)
+
+
+def threads_beside_reads() -> int:
+    """DuckDB's threads for a load while the next window is read: two cores fewer than the
+    process may use (one for the reading threads' Python, one for dlt's extract), at least
+    one. A window's merges are native work, and with DuckDB's default (a thread a core) they
+    took the cores the reading waits for: on 2 cores, a load beside a read on one thread
+    made the medium self-hosted lists year 0.95x the wall time (interleaved pairs). The
+    last window's load, with nothing read beside it, keeps DuckDB's threads."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) - 2)
+
+
+@contextmanager
+def fewer_threads(connection: Any, threads: int | None) -> Iterator[None]:
+    """DuckDB's `threads` at most `threads` (None: as they are) while inside; as before after
+    (the setting is the database's, not the connection's)."""
+    if threads is None:
+        yield
+        return
+    (before,) = connection.execute("SELECT current_setting('threads')").fetchone()
+    if int(before) <= threads:
+        yield
+        return
+    connection.execute(f"SET GLOBAL threads = {int(threads)}")
+    try:
+        yield
+    finally:
+        connection.execute(f"SET GLOBAL threads = {int(before)}")
 
 
 def load_now(

@@ -12,7 +12,12 @@ import dlt
 import duckdb
 import pytest
 
-from pipelines.background_load import BackgroundLoad
+from pipelines.background_load import (
+    BackgroundLoad,
+    fewer_threads,
+    open_between_jobs,
+    threads_beside_reads,
+)
 from pipelines.lake import lake_tables
 from sources.repo_analytics.errors import DuckDBFileHeld
 from tests.extractor.test_duckdb_lock import Holders
@@ -103,3 +108,56 @@ def test_then_is_not_run_after_a_failed_load(tmp_path: Path) -> None:
     assert f"held by process {reader.pid}" in str(caught.value)
     assert ran == []
     assert len(pipeline.list_normalized_load_packages()) == 1  # kept for the next run
+
+
+def duckdb_threads(connection: Any) -> int:
+    (threads,) = connection.execute("SELECT current_setting('threads')").fetchone()
+    return int(threads)
+
+
+def test_fewer_threads_lowers_duckdbs_threads_inside_and_restores_them(tmp_path: Path) -> None:
+    """DuckDB's `threads` (the database's setting, seen from another connection) is at most
+    the number asked inside, and what it was after; a number above it changes nothing."""
+    database = duckdb.connect(str(tmp_path / "threads.duckdb"))
+    other = database.cursor()
+    database.execute("SET GLOBAL threads = 3")
+    with fewer_threads(database, 1):
+        assert duckdb_threads(other) == 1
+    assert duckdb_threads(other) == 3
+    with fewer_threads(database, 5):
+        assert duckdb_threads(other) == 3
+    with fewer_threads(database, None):
+        assert duckdb_threads(other) == 3
+
+
+@pytest.mark.parametrize("own_threads", [None, 3])
+def test_a_load_beside_reads_keeps_cores_for_them(tmp_path: Path, own_threads: int | None) -> None:
+    """A DuckDB load beside the next window's reading runs on `threads_beside_reads()`
+    threads (at least one; DuckDB's default is a thread a core), DuckDB's number again after
+    it; a `threads` the user set in the credentials' `global_config` stays as set."""
+    pipeline = dlt.pipeline(
+        f"beside_reads_{own_threads}",
+        pipelines_dir=str(tmp_path / "pipelines"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "d.duckdb")),
+        dataset_name="data",
+    )
+    client_config = pipeline.destination_client().config
+    if own_threads:
+        client_config.credentials.global_config = {"threads": own_threads}
+    pool = client_config.credentials.conn_pool
+    watcher = pool.borrow_conn()  # keeps the database open across the load's borrow
+    try:
+        before = duckdb_threads(watcher)
+        with open_between_jobs(client_config, beside_reads=True):
+            inside = duckdb_threads(watcher)
+        after = duckdb_threads(watcher)
+        with open_between_jobs(client_config, beside_reads=False):
+            alone = duckdb_threads(watcher)
+    finally:
+        pool.return_conn(watcher)
+    assert threads_beside_reads() >= 1
+    if own_threads:
+        assert before == inside == after == alone == own_threads
+    else:
+        assert inside == min(before, threads_beside_reads())
+        assert after == alone == before
