@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 from dlt.common import logger
 
-from .arrow_pages import page_shape
+from .arrow_pages import page_shape, shape_of
 from .client import Answer
 from .context import (
     SCHEMA_CONTRACT,
@@ -36,7 +36,7 @@ from .errors import FatalApiError, SkippableApiError
 from .mapping import ArrowItems, child_rows, series_to_arrow, to_arrow
 from .paging import pages
 from .settings import KEPT_PAGES_MOST
-from .tables import REMOVED, Endpoint
+from .tables import REMOVED, Column, Endpoint
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",
@@ -190,14 +190,20 @@ def endpoint_pages(
     page_size: int,
     label: str,
     keep: bool = False,
+    only: tuple[Column, ...] | None = None,
 ) -> Iterator[Sequence[Any]]:
     """Every page's items of a paged list, with the paging scheme its endpoint names.
 
     `keep`: the pages are also kept (up to `KEPT_PAGES_MOST`) for the one later read of the
     very same request, which takes them instead of asking again: a nightly's discovery
-    reads the top-level lists its top-level resources read next."""
+    reads the top-level lists its top-level resources read next. `only`: the items are
+    read for these of the endpoint's columns alone (a backfill's discovery reads only the
+    keys of a year's top-level lists: Arrow decodes a page of 1,000 commits for them in ~4.4
+    ms, ~6.1 ms for every column and child), never with `keep`."""
     if endpoint.paging is None:
         raise ValueError(f"`{endpoint.name}` is not a paged list: its endpoint names no paging")
+    if keep and only is not None:
+        raise ValueError("pages read for some columns only are not kept for a later read")
     request = (path, tuple(sorted(params.items())), page_size)
     with ctx.lock:
         kept = ctx.kept_pages.pop(request, None)
@@ -205,7 +211,12 @@ def endpoint_pages(
         yield from kept
         return
     paginator = endpoint.paging.paginator(page_size, ctx.plan.api_base)
-    shape = page_shape(endpoint, ctx.plan.edition.error_envelope)
+    envelope = ctx.plan.edition.error_envelope
+    shape = (
+        page_shape(endpoint, envelope)
+        if only is None
+        else shape_of(only, (), endpoint.paging, envelope)
+    )
     read = pages(ctx.client, paginator, path, params, label, shape)
     if not keep:
         yield from read

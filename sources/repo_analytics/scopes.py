@@ -97,6 +97,7 @@ def discover(
             list_page_size(ctx, endpoint),
             f"discovery.{endpoint.name}",
             keep,
+            None if keep else tuple(key_columns),
         ):
             table = to_arrow(items, key_columns, {})
             found.repositories.update(

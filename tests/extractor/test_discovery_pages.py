@@ -9,6 +9,13 @@ from typing import Any
 
 import pytest
 
+from sources.repo_analytics.client import edition_client
+from sources.repo_analytics.context import ReadContext
+from sources.repo_analytics.editions import EDITION_SPECS
+from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.readers import endpoint_pages
+from sources.repo_analytics.report import RunReport
+from sources.repo_analytics.scopes import discover
 from sources.repo_analytics.settings import KEPT_PAGES_MOST
 from tests.extractor.helpers import run_with_log, snapshot
 
@@ -45,3 +52,26 @@ def test_nightly_discovery_pages_serve_the_global_lists(
             assert set(pages.values()) == {1}, (endpoint, pages)
         else:  # discovery kept none; the resource read every page again
             assert set(pages.values()) == {2}, (endpoint, pages)
+
+
+@pytest.mark.parametrize("edition", ["cloud", "server"])
+def test_a_discovery_of_keys_alone_finds_what_whole_pages_show(
+    make_sim: Any, loader: Any, edition: str
+) -> None:
+    """A backfill's discovery decodes only the key columns of the top-level lists; it finds
+    the same repositories and users as reading every column of the same pages (a nightly's
+    discovery, which keeps them for the resources)."""
+    sim = make_sim(edition=edition, size="small")
+    args = loader(sim).source_args(resources="commits,pull_requests")
+    plan = build_plan(EDITION_SPECS[edition], args)
+    client = edition_client(plan, RunReport())
+    keys_only = discover(ReadContext(plan, client, client.report), plan.start)
+    whole = discover(ReadContext(plan, client, client.report), plan.start, keep=True)
+    assert keys_only == whole
+    assert keys_only.repositories
+    # the cloud's top-level lists name no user (its users come from the members' list)
+    assert bool(keys_only.users) is (edition == "server")
+    with pytest.raises(ValueError, match="not kept"):
+        endpoint = next(e for e in plan.edition.endpoints if e.paging is not None)
+        ctx = ReadContext(plan, client, client.report)
+        next(iter(endpoint_pages(ctx, endpoint, "/x", {}, 10, "x", True, endpoint.columns)))
