@@ -280,23 +280,51 @@ def child_rows(
                 entries = None
         if entries is None:
             return child_rows_by_entry(lists, parent, child, context)
-    lengths = pc.list_value_length(entries).fill_null(0)
+    owners, positions, taken, removed = exploded(entries)
+    return child_table(parent, child, context, owners, positions, taken, removed)
+
+
+def exploded(entries: pa.ListArray) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """A list array's child rows, in order: each row's parent index, its position in the
+    list (-1: the marker row of an empty or missing list), its entry (null for a marker) and
+    whether it is removed (a marker, or a null entry).
+
+    Each Arrow call costs the reading thread ~10-40 us of interpreter time whatever the
+    page's size. Where no list is empty or missing (a page of commits' parents, as a rule)
+    the rows are the lists' entries as they are: ~0.15 ms against ~0.5 ms for a page of
+    1,000 commits by computing where each row's entry is, as a page with a marker needs."""
+    lengths = pc.list_value_length(entries).fill_null(0)  # a missing list has no entries
+    empty = pc.equal(lengths, pa.scalar(0, lengths.type))
+    if not pc.any(empty).as_py():
+        owners = pc.list_parent_indices(entries)
+        taken = entries.flatten()
+        starts = pc.take(entries.offsets, owners)  # each row's list's first entry's offset
+        first = entries.offsets[0].as_py()
+        positions = pc.subtract(counting(first, len(taken), starts.type), starts)
+        removed = pc.is_null(taken) if taken.null_count else pa.repeat(False, len(taken))
+        return owners, positions, taken, removed
     counts = pc.max_element_wise(lengths, 1)  # an empty list: its one marker row
     ends = pc.cumulative_sum(counts)
-    rows = ends[-1].as_py() if len(ends) else 0
+    rows = ends[-1].as_py()
     # each row's parent: a list array of `counts` long lists gives them as parent indices
     spans = pa.ListArray.from_arrays(
         pa.concat_arrays([pa.array([0], pa.int64()), ends.cast(pa.int64())]), pa.nulls(rows)
     )
     owners = pc.list_parent_indices(spans)
-    empty = pc.take(pc.equal(lengths, 0), owners)
+    marker = pc.take(empty, owners)
     firsts = pc.take(pc.subtract(ends, counts), owners)
-    positions = pc.if_else(empty, -1, pc.subtract(pa.array(range(rows), pa.int64()), firsts))
+    positions = pc.if_else(marker, -1, pc.subtract(counting(0, rows, pa.int64()), firsts))
     starts = pc.take(entries.offsets[:-1], owners)
-    at = pc.if_else(empty, pa.scalar(None, pa.int64()), pc.add(starts.cast(pa.int64()), positions))
+    at = pc.if_else(marker, pa.scalar(None, pa.int64()), pc.add(starts.cast(pa.int64()), positions))
     taken = entries.values.take(at)
-    removed = pc.or_(empty, pc.is_null(taken))
-    return child_table(parent, child, context, owners, positions, taken, removed)
+    removed = pc.or_(marker, pc.is_null(taken))
+    return owners, positions, taken, removed
+
+
+def counting(first: int, count: int, kind: pa.DataType) -> pa.Array:
+    """`first`, `first` + 1, ... (`count` of them) by Arrow: from a Python range, ~200 us
+    for a thousand, the reading thread's interpreter held."""
+    return pc.cumulative_sum(pa.repeat(pa.scalar(1, kind), count), start=pa.scalar(first - 1, kind))
 
 
 def child_rows_by_entry(
@@ -340,8 +368,9 @@ def child_table(
 ) -> pa.Table:
     """The child rows' table: each row's parent columns (`owners`: the parent row), its
     position, its entry's columns (from `elements`, Arrow's or Python's) and `removed`."""
-    fields = [parent.schema.field(name) for name in child.parent_columns]
-    arrays = [parent.column(name).take(owners).combine_chunks() for name in child.parent_columns]
+    owning = parent.select(list(child.parent_columns)).take(owners).combine_chunks()
+    fields = list(owning.schema)
+    arrays = [column.chunk(0) if column.num_chunks == 1 else column for column in owning.columns]
     arrays.append(positions.cast(pa.int32()))
     if isinstance(elements, pa.StructArray):
         leaves = fields_of(elements)

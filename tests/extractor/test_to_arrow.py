@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.mapping import child_rows, to_arrow
+from sources.repo_analytics.mapping import child_rows, exploded, to_arrow
 from sources.repo_analytics.tables import REMOVED, ChildTable, Column, Endpoint
 
 CONTEXT = {"level": "repository", "scope": "CORE/api", "project_key": "CORE", "slug": "api"}
@@ -189,3 +189,47 @@ def single(column: Column, value: Any) -> dict[str, Any]:
         target = target.setdefault(key, {})
     target[column.path[-1]] = value
     return item
+
+
+def exploded_by_hand(lists: list[Any]) -> list[tuple[int, int, Any, bool]]:
+    """The definition: each entry a row (a null entry removed), an empty or missing list one
+    removed marker row at position -1."""
+    rows: list[tuple[int, int, Any, bool]] = []
+    for owner, entries in enumerate(lists):
+        if not entries:
+            rows.append((owner, -1, None, True))
+        for position, entry in enumerate(entries or ()):
+            rows.append((owner, position, entry, entry is None))
+    return rows
+
+
+ENTRY = pa.struct([("id", pa.string())])
+LISTS = [
+    [[{"id": "a"}], [{"id": "b"}, {"id": "c"}], [{"id": "d"}, None, {"id": "e"}]],  # no marker
+    [[{"id": "a"}], [], None, [{"id": "b"}, {"id": "c"}], [None]],  # markers
+    [[{"id": "a"}, {"id": "b"}]],
+    [[]],
+]
+
+
+@pytest.mark.parametrize("lists", LISTS)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_exploded_lists_are_their_entries_and_markers_in_order(
+    lists: list[Any], offset: int
+) -> None:
+    """Both ways `exploded` takes (no list empty: the entries as they are; else each row's
+    entry computed) give the definition's rows, on a list array that is a slice of another
+    too (a page's leaves can be)."""
+    whole = pa.array([[{"id": "before"}], *lists], pa.list_(ENTRY))
+    entries = whole.slice(1) if offset else pa.array(lists, pa.list_(ENTRY))
+    owners, positions, taken, removed = exploded(entries)
+    got = list(
+        zip(
+            owners.to_pylist(),
+            positions.to_pylist(),
+            taken.to_pylist(),
+            removed.to_pylist(),
+            strict=True,
+        )
+    )
+    assert got == exploded_by_hand(lists)
