@@ -47,7 +47,9 @@ requests (the simulator's counter before and after, by endpoint in the JSON), ro
 counted in the DuckDB / Delta tables, `_dlt` tables and the peer's `repositories` left out;
 nightly runs: the change of that count; the limit: items decoded), rows/s, peak RSS MB and
 the 1-minute load average at start and end. Medians over `--repeat`, and the per-repeat
-ratios ours/limit, peer/ours and parquet/duckdb (their medians). Writes the JSON and a
+ratios ours/limit, peer/ours and parquet/duckdb (their medians). Contenders run with
+Python's default bytecode caching (`PYTHONDONTWRITEBYTECODE` dropped from their environment,
+as on a user's machine: the warm-up writes ours' caches). Writes the JSON and a
 markdown table next to it (`.md`). The machines are shared and noisy: the ratios of one
 interleaved run are what counts.
 """
@@ -87,6 +89,7 @@ WORKLOADS = {
 }
 PEER_ENDPOINTS = ("commits.list.repository", "pull-requests.list.repository")
 PAGE_PARAMS = {"page", "start", "limit", "pagelen"}
+DROPPED_VARIABLES = ("PYTHONDONTWRITEBYTECODE",)  # see `contender_environment`
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -189,6 +192,14 @@ def endpoint_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, in
     return {k: a[k] - b.get(k, 0) for k in sorted(a) if a[k] - b.get(k, 0)}
 
 
+def contender_environment() -> dict[str, str]:
+    """This process's environment for a contender, with Python's default bytecode caching:
+    a machine that sets `PYTHONDONTWRITEBYTECODE` (this one's sandbox does) would have ours
+    compile its own modules at every start (~0.2-0.3 s of ~1.2 s of imports), which a user's
+    installation does once; the uncounted warm-up writes the caches, as a user's first run."""
+    return {k: v for k, v in os.environ.items() if k not in DROPPED_VARIABLES}
+
+
 def measure(
     name: str,
     cmd: list[str],
@@ -210,7 +221,7 @@ def measure(
     # fork time on Linux, and this process grows (logs, row counts); the launcher stays small
     proc = subprocess.Popen(
         [sys.executable, __file__, "--child-run", str(usage_file), "--", *cmd],
-        env={**os.environ, **env},
+        env={**contender_environment(), **env},
         cwd=cwd,
         stdout=stdout,
         stderr=subprocess.STDOUT,
@@ -812,7 +823,13 @@ def markdown(doc: dict[str, Any]) -> str:
         f"dlt {m['dlt']}, DuckDB {m['duckdb']}; run {doc['started']} .. {doc['ended']}; "
         f"repeats {doc['repeat']}, concurrency {doc['concurrency']}, window days "
         f"{doc.get('window_days', DEFAULT_WINDOWS)}. Command: "
-        f"`{doc['command']}`.",
+        f"`{doc['command']}`."
+        + (
+            f" Dropped from the contenders' environment: {', '.join(doc['dropped_variables'])}"
+            " (Python's default bytecode caching, as a user's machine has it)."
+            if doc.get("dropped_variables")
+            else ""
+        ),
         "",
         "Medians over the repeats; load = the machine's 1-minute load average at the "
         "start and end of each measurement (the machine is shared: other work skews "
@@ -1029,6 +1046,7 @@ def main() -> None:
         "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
         "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}",
         "machine": machine(),
+        "dropped_variables": [k for k in DROPPED_VARIABLES if k in os.environ],
         "simulator": {k: sim_info[k] for k in ("edition", "size", "seed", "now", "counts")},
         "warm_ups": warm_ups,
         "summary": {w: summarise(runs, w) for w in workloads},
