@@ -18,6 +18,7 @@ from sources.repo_analytics.report import RunReport
 from sources.repo_analytics.scopes import discover
 from sources.repo_analytics.settings import KEPT_PAGES_MOST
 from tests.extractor.helpers import run_with_log, snapshot
+from tests.extractor.server_load import truth as server_truth
 
 SCOPES = {"levels": "global,repository", "resources": "commits,pull_requests"}
 
@@ -60,7 +61,8 @@ def test_a_discovery_of_keys_alone_finds_what_whole_pages_show(
 ) -> None:
     """A backfill's discovery decodes only the key columns of the top-level lists; it finds
     the same repositories and users as reading every column of the same pages (a nightly's
-    discovery, which keeps them for the resources)."""
+    discovery, which keeps them for the resources); on the self-hosted host, exactly the
+    repositories and users of the simulator's items in the range."""
     sim = make_sim(edition=edition, size="small")
     args = loader(sim).source_args(resources="commits,pull_requests")
     plan = build_plan(EDITION_SPECS[edition], args)
@@ -71,6 +73,18 @@ def test_a_discovery_of_keys_alone_finds_what_whole_pages_show(
     assert keys_only.repositories
     # the cloud's top-level lists name no user (its users come from the members' list)
     assert bool(keys_only.users) is (edition == "server")
+    if edition == "server":  # exact instants (the cloud's commit dates are zone-less)
+        truth = server_truth.Truth.read(sim)
+        window = server_truth.Window(plan.start, truth.clock)
+        active = [i for i in (*truth.commits, *truth.prs) if window.holds(i)]
+        assert {"/".join(names) for names in keys_only.repositories} == {
+            server_truth.repo_of(i) for i in active
+        }
+        assert keys_only.users == {
+            i["user"]["name"] if "authorTimestamp" in i else server_truth.user_of(i)
+            for i in active
+            if "authorTimestamp" not in i or "user" in i
+        }
     with pytest.raises(ValueError, match="not kept"):
         endpoint = next(e for e in plan.edition.endpoints if e.paging is not None)
         ctx = ReadContext(plan, client, client.report)
