@@ -370,7 +370,7 @@ def child_table(
     position, its entry's columns (from `elements`, Arrow's or Python's) and `removed`."""
     owning = parent.select(list(child.parent_columns)).take(owners).combine_chunks()
     fields = list(owning.schema)
-    arrays = [column.chunk(0) if column.num_chunks == 1 else column for column in owning.columns]
+    arrays: list[Any] = list(owning.columns)
     arrays.append(positions.cast(pa.int32()))
     if isinstance(elements, pa.StructArray):
         leaves = fields_of(elements)
