@@ -143,6 +143,7 @@ def pr_list(level: str, path: str, table: str, extra: tuple[Column, ...] = ()) -
         page_size=MAX_PAGELEN,
         paging=PAGING,
         refreshes=PR_STATISTICS_BY_CREATION,
+        fixed_column="created_at",
     )
 
 
@@ -183,6 +184,7 @@ def commit_list(
         params=params,
         page_size=MAX_PAGELEN,
         paging=PAGING,
+        fixed_column="date_local",  # a commit's, part of its hash
     )
 
 

@@ -18,7 +18,7 @@ from .export_keys import KeyDigester
 from .origin import SOURCE
 from .plan import RunPlan
 from .report import RunReport
-from .tables import REMOVED, Endpoint
+from .tables import FIXED_PER_KEY, REMOVED, Endpoint
 
 # one object for every table's source column: Arrow caches a field's fingerprint
 SOURCE_FIELD: Final = pa.field(SOURCE, pa.string(), nullable=False)
@@ -90,6 +90,7 @@ def table_hints(
     primary_key: tuple[str, ...],
     columns: dict[str, Any],
     merge_key: tuple[str, ...] = (),
+    fixed: str | None = None,
 ) -> Any:
     """Hints for one table of a resource's output; each table gets its own variant.
 
@@ -107,7 +108,12 @@ def table_hints(
     de-duplication, not at 64MB without: `bench/results/HISTORY.md`). A package whose load
     a crash interrupted may hold a copy twice in staging: its merges de-duplicate again
     (`pipelines/interrupted.py`).
+
+    `fixed`: a column whose value a row's key never changes, hinted as such for the Delta
+    merges (`Endpoint.fixed_column`), where the table has it.
     """
+    if fixed in columns:
+        columns = {**columns, fixed: {**columns[fixed], FIXED_PER_KEY: True}}
     key = (table, primary_key, merge_key, tuple((k, tuple(v.items())) for k, v in columns.items()))
     found = ctx.hints.get(key)
     if found is not None:  # one object per set of hints (`ReadContext.hints`)

@@ -336,12 +336,16 @@ def export_rows(ctx: ReadContext, table: pa.Table, hints: Any, keys: ExportKeys)
 
 
 def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
-    """The natural key when the header has it; else the window, replaced when re-read."""
+    """The natural key when the header has it (and the fixed column); else the window,
+    replaced when re-read."""
     names = set(table.column_names)
     if endpoint.csv_key and set(endpoint.csv_key) <= names:
         key: tuple[str, ...] = (*SCOPE_COLUMNS, *endpoint.csv_key)
         merge_key: tuple[str, ...] = ()
+        fixed = endpoint.fixed_column
     else:
+        # a row's number names another row when the export is read again: no fixed column
         key = (*SCOPE_COLUMNS, "window_start", "row_number")
         merge_key = (*SCOPE_COLUMNS, "window_start")
-    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key)
+        fixed = None
+    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key, fixed)

@@ -110,7 +110,13 @@ def with_children(
     table, items, keys = kept(
         fresh_keys(ctx, seen_at(endpoint.table, scope), keys), table, items, keys
     )
-    hints = table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema))
+    hints = table_hints(
+        ctx,
+        endpoint.table,
+        endpoint.primary_key,
+        nullability(table.schema),
+        fixed=endpoint.fixed_column,
+    )
     yield from hand_over(ctx, table, hints)
     for child in endpoint.children:
         parent_keys = (
@@ -128,7 +134,14 @@ def with_children(
         yield from hand_over(
             ctx,
             rows,
-            table_hints(ctx, child.table, child.primary_key, columns, merge_key=child.parent_key),
+            table_hints(
+                ctx,
+                child.table,
+                child.primary_key,
+                columns,
+                merge_key=child.parent_key,
+                fixed=endpoint.fixed_column if endpoint.fixed_column in child.carry else None,
+            ),
         )
     if endpoint.details is not None and ctx.plan.with_files:
         yield from read_details(ctx, endpoint.details, table, scope)
@@ -152,7 +165,13 @@ def tagged(
     yield from emit(
         ctx,
         table,
-        table_hints(ctx, endpoint.table, endpoint.primary_key, nullability(table.schema)),
+        table_hints(
+            ctx,
+            endpoint.table,
+            endpoint.primary_key,
+            nullability(table.schema),
+            fixed=endpoint.fixed_column,
+        ),
         scope,
     )
 

@@ -181,6 +181,7 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
             params=COMMIT_LIST_PARAMS,
             page_size=MAX_COMMITS,
             paging=PAGING,
+            fixed_column="author_timestamp",  # a commit's, part of its hash
         ),
         Endpoint(
             "pull_requests",
@@ -196,6 +197,7 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
             page_size=MAX_PULL_REQUESTS,
             paging=PAGING,
             refreshes=PR_STATISTICS_BY_CREATION,
+            fixed_column="created_at",
         ),
         Endpoint(
             "commit_statistics",
@@ -230,6 +232,7 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
             cursor="window_end",
             params=COMMIT_LIST_PARAMS,
             csv_key=("project", "repository", "commit_hash"),
+            fixed_column="date",
         ),
         Endpoint(
             "pull_request_exports",
@@ -242,6 +245,7 @@ def level_endpoints(level: str) -> tuple[Endpoint, ...]:
             cursor="window_end",
             params=PR_LIST_PARAMS,
             csv_key=("project", "repository", "pull_request_id"),
+            fixed_column="created_date",
         ),
     )
 

@@ -202,6 +202,11 @@ class Endpoint:
     refreshes: tuple[str, str] | None = None
     csv_key: tuple[str, ...] = ()  # CSV exports: normalised header names of the natural key
     details: DetailSpec | None = None  # per-item requests (opt-in with_files)
+    # A column whose value a row's key never changes (a commit's time, a pull request's
+    # creation), declared to dlt with the `FIXED_PER_KEY` hint, on the children that carry it
+    # too: a Delta merge then reads only the target rows within the load's range of it
+    # (`pipelines/lake_merges.py`). An export's, only where its rows have their natural key.
+    fixed_column: str | None = None
 
     @property
     def name(self) -> str:
@@ -268,3 +273,5 @@ class EditionSpec:
 
 
 REMOVED: Final = "removed"  # child tables: true on a marker row that empties a parent's list
+# the column hint of a column whose value a row's key never changes (`Endpoint.fixed_column`)
+FIXED_PER_KEY: Final = "x-fixed-per-key"
