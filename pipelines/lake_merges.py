@@ -53,6 +53,8 @@ def within_range(merge: Any) -> Any:
     @functools.wraps(merge)
     def merging(*args: Any, **kwargs: Any) -> Any:
         call = signature.bind(*args, **kwargs)
+        if not {"table", "data", "schema"} <= call.arguments.keys():
+            return merge(*args, **kwargs)  # a dlt whose merge takes other arguments: its own
         column = fixed_column(call.arguments["schema"])
         if column is not None:
             data = call.arguments["data"]

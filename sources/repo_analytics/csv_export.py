@@ -34,7 +34,7 @@ from .dates import utc_from_iso, windows
 from .export_keys import ExportKeys
 from .origin import SOURCE
 from .readers import bounds, date_params
-from .tables import UTC_TS, Endpoint
+from .tables import FIXED_PER_KEY, UTC_TS, Endpoint
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -339,13 +339,17 @@ def export_hints(ctx: ReadContext, endpoint: Endpoint, table: pa.Table) -> Any:
     """The natural key when the header has it (and the fixed column); else the window,
     replaced when re-read."""
     names = set(table.column_names)
+    columns = nullability(table.schema)
     if endpoint.csv_key and set(endpoint.csv_key) <= names:
         key: tuple[str, ...] = (*SCOPE_COLUMNS, *endpoint.csv_key)
         merge_key: tuple[str, ...] = ()
         fixed = endpoint.fixed_column
     else:
-        # a row's number names another row when the export is read again: no fixed column
         key = (*SCOPE_COLUMNS, "window_start", "row_number")
         merge_key = (*SCOPE_COLUMNS, "window_start")
         fixed = None
-    return table_hints(ctx, endpoint.table, key, nullability(table.schema), merge_key, fixed)
+        # a row's number names another row when the export is read again: the hint is
+        # cleared, should the table's rows have had their natural key before
+        if endpoint.fixed_column in columns:
+            columns[endpoint.fixed_column][FIXED_PER_KEY] = False
+    return table_hints(ctx, endpoint.table, key, columns, merge_key, fixed)

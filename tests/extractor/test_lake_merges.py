@@ -17,6 +17,12 @@ import pytest
 
 from pipelines.lake_merges import fixed_column, ranged_merges, value_range
 from simulator import Simulator
+from sources.repo_analytics.client import edition_client
+from sources.repo_analytics.context import ReadContext
+from sources.repo_analytics.csv_export import export_hints
+from sources.repo_analytics.editions import EDITION_SPECS
+from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.report import RunReport
 from sources.repo_analytics.tables import FIXED_PER_KEY
 from tests.extractor.conftest import Loader
 
@@ -189,3 +195,30 @@ def test_each_editions_lists_into_delta_hint_their_fixed_columns_and_hold_the_tr
             if datetime.fromisoformat(c["authorTimestamp"].replace("Z", "+00:00")) >= start
         }
         assert {r[0] for r in lake.rows("SELECT id FROM server_commits")} == truth
+
+
+@pytest.mark.parametrize("natural", [True, False])
+def test_an_exports_date_is_fixed_only_where_its_rows_have_their_natural_key(
+    make_sim: Callable[..., Simulator], natural: bool
+) -> None:
+    """An export read with its natural key (project, repository, commit hash) hints its `date`
+    as fixed; one whose header lacks it names its rows by window and number, and a re-read row
+    of that number may be another commit: its `date` is hinted as not fixed (clearing a hint
+    the table had)."""
+    sim = make_sim(edition="server")
+    args = Loader(sim, Path()).source_args(levels=["global"], resources=["commit_exports"])
+    plan = build_plan(EDITION_SPECS["server"], args)
+    client = edition_client(plan, RunReport())
+    ctx = ReadContext(plan, client, client.report)
+    endpoint = next(e for e in plan.edition.endpoints if e.table == "server_commit_exports")
+    rows = pa.table(
+        {
+            "date": pa.array([DAY], pa.timestamp("us", tz="UTC")),
+            "project": ["P"],
+            "repository": ["r"],
+            **({"commit_hash": ["abc"]} if natural else {}),
+        }
+    )
+    hints = export_hints(ctx, endpoint, rows)
+    assert ("commit_hash" in hints["primary_key"]) is natural
+    assert hints["columns"]["date"].get(FIXED_PER_KEY) is natural
