@@ -127,6 +127,7 @@ def emit_details(
         (*spec.parent_key, spec.element_key),
         nullability(detail.schema),
         merge_key=spec.parent_key,
+        fixed=spec.time_column if spec.time_fixed else None,
     )
     ctx.report.count_rows(label, detail.num_rows)
     yield from emit(ctx, detail, hints)

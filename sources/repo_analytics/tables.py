@@ -162,6 +162,8 @@ class DetailSpec:
     list_path: tuple[str, ...]
     columns: tuple[Column, ...]  # read from each element of the list
     element_key: str  # the element column completing the primary key (the file path)
+    # the time column never changes for an item's key (a commit's): hinted `FIXED_PER_KEY`
+    time_fixed: bool = False
 
     @property
     def copied(self) -> tuple[str, ...]:
