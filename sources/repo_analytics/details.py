@@ -26,9 +26,12 @@ PENDING_STATE_KEY = "details_pending"
 
 
 def read_details(
-    ctx: ReadContext, spec: DetailSpec, table: pa.Table, scope: Scope
+    ctx: ReadContext, endpoint: Endpoint, table: pa.Table, scope: Scope
 ) -> Iterator[Any]:
-    """Detail rows for the items of one page not fetched before, as one table."""
+    """Detail rows for the items of one page of `endpoint` (which has `details`) not
+    fetched before, as one table."""
+    spec = endpoint.details
+    assert spec is not None  # read only for endpoints with details
     state = scope.state
     fetched = state.setdefault(FETCHED_STATE_KEY, {})
     pending = state.setdefault(PENDING_STATE_KEY, {})
@@ -53,7 +56,8 @@ def read_details(
         pending.pop(item_id, None)
     prune(fetched, ctx)
     fields = [table.schema.field(name) for name in spec.copied]
-    yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
+    detail = detail_table(spec, found, fields)
+    yield from emit_details(ctx, spec, detail, label, endpoint.fixed_in(spec.copied))
 
 
 def read_pending(
@@ -86,7 +90,8 @@ def read_pending(
         pending.pop(item_id, None)
     schema = arrow_type_of(endpoint.columns)  # as the list's pages: types and nullability
     fields = [schema.field(name) for name in spec.copied]
-    yield from emit_details(ctx, spec, detail_table(spec, found, fields), label)
+    detail = detail_table(spec, found, fields)
+    yield from emit_details(ctx, spec, detail, label, endpoint.fixed_in(spec.copied))
 
 
 def fetch_all(
@@ -117,8 +122,9 @@ def detail_table(
 
 
 def emit_details(
-    ctx: ReadContext, spec: DetailSpec, detail: pa.Table | None, label: str
+    ctx: ReadContext, spec: DetailSpec, detail: pa.Table | None, label: str, fixed: str | None
 ) -> Iterator[Any]:
+    """The detail rows with their hints (`fixed`: the list's fixed column, where copied)."""
     if detail is None:
         return
     hints = table_hints(
@@ -127,7 +133,7 @@ def emit_details(
         (*spec.parent_key, spec.element_key),
         nullability(detail.schema),
         merge_key=spec.parent_key,
-        fixed=spec.time_column if spec.time_fixed else None,
+        fixed=fixed,
     )
     ctx.report.count_rows(label, detail.num_rows)
     yield from emit(ctx, detail, hints)

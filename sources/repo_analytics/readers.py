@@ -140,11 +140,11 @@ def with_children(
                 child.primary_key,
                 columns,
                 merge_key=child.parent_key,
-                fixed=endpoint.fixed_column if endpoint.fixed_column in child.carry else None,
+                fixed=endpoint.fixed_in(child.carry),
             ),
         )
     if endpoint.details is not None and ctx.plan.with_files:
-        yield from read_details(ctx, endpoint.details, table, scope)
+        yield from read_details(ctx, endpoint, table, scope)
 
 
 def kept(

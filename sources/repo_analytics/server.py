@@ -257,7 +257,6 @@ FILES: Final = DetailSpec(
     id_column="id",
     parent_key=COMMIT_KEY,
     time_column="author_timestamp",
-    time_fixed=True,
     list_path=("files",),
     columns=(
         column("path", "path", STR, nullable=False),

@@ -5,7 +5,7 @@ An edition module fills these records with data; nothing here knows about an edi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -162,8 +162,6 @@ class DetailSpec:
     list_path: tuple[str, ...]
     columns: tuple[Column, ...]  # read from each element of the list
     element_key: str  # the element column completing the primary key (the file path)
-    # the time column never changes for an item's key (a commit's): hinted `FIXED_PER_KEY`
-    time_fixed: bool = False
 
     @property
     def copied(self) -> tuple[str, ...]:
@@ -213,6 +211,11 @@ class Endpoint:
     @property
     def name(self) -> str:
         return f"{self.resource}.{self.level}"
+
+    def fixed_in(self, columns: Sequence[str]) -> str | None:
+        """The endpoint's fixed column where a table of its items' children or details
+        carries it among `columns`; else None."""
+        return self.fixed_column if self.fixed_column in columns else None
 
 
 @dataclass(frozen=True)
