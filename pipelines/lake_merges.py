@@ -16,6 +16,16 @@ against 1,160 MB and 57 s.
 The range needs the loaded rows' smallest and largest values first: the load's rows are read
 whole before the merge (one table's rows of one load, which the merge's hash join holds
 anyway). Without the hint, with a null or an unknown type in that column, the merge is dlt's.
+
+A merge rewrites every file holding a matched row, together with all the rows it inserts, as
+one file. The cloud's backfill windows overlap (its zone-less dates need 26 hours of slack), so
+each window's merge matched rows of the window before and rewrote that file with its own rows:
+after a year, each list table was one file of every row, which every nightly rewrote again
+(0.15-0.26 s a table in a medium cloud nightly). By the same rule, a loaded row whose fixed value
+lies beyond the stored rows' range (the table's file statistics, with a millisecond's margin for
+their rounding) matches no stored row: such rows are appended as a file of their own, and only
+the others merged. A crash between the two commits is mended by the rerun's load of the same
+rows: they lie within the range then, and are merged.
 """
 
 from __future__ import annotations
@@ -23,15 +33,19 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from datetime import date, datetime
-from typing import Any
+from datetime import date, datetime, timedelta
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.lake_writes import writer_properties
 from sources.repo_analytics.tables import FIXED_PER_KEY
 
 _LOCK = threading.Lock()
+# Delta's file statistics keep a timestamp to the millisecond: a stored value may lie up to
+# this far beyond the statistics' bound
+STATISTICS_MARGIN: Final = timedelta(milliseconds=1)
 
 
 def ranged_merges() -> None:
@@ -55,14 +69,16 @@ def within_range(merge: Any) -> Any:
         call = signature.bind(*args, **kwargs)
         if not {"table", "data", "schema"} <= call.arguments.keys():
             return merge(*args, **kwargs)  # a dlt whose merge takes other arguments: its own
-        column = fixed_column(call.arguments["schema"])
+        schema = call.arguments["schema"]
+        column = fixed_column(schema)
         if column is not None:
             data = call.arguments["data"]
             if isinstance(data, pa.RecordBatchReader):
                 data = call.arguments["data"] = data.read_all()
-            bounds = value_range(data, column)
-            if bounds is not None:
-                call.arguments["table"] = RangedTable(call.arguments["table"], column, bounds)
+            if value_range(data, column) is not None:
+                call.arguments["table"] = RangedTable(
+                    call.arguments["table"], column, appending(schema)
+                )
         return merge(*call.args, **call.kwargs)
 
     merging.ranged = True  # type: ignore[attr-defined]
@@ -97,22 +113,119 @@ def literal(value: datetime | date) -> str:
     return f"'{value.isoformat()}'"
 
 
-class RangedTable:
-    """A Delta table whose merges match only target rows within `bounds` of `column`; the
-    rest of the table as it is."""
+def appending(table_schema: Any) -> Appending | None:
+    """How rows that can match no stored row are appended to the table of `table_schema`
+    instead of merged; None where dlt's merge does more than upsert them (a source filter, a
+    scope on the stored rows, another strategy)."""
+    if table_schema.get("x-merge-strategy") != "upsert":
+        return None
+    if table_schema.get("x-merge-source-filter") or table_schema.get("x-merge-destination-scope"):
+        return None
+    for name, column in table_schema.get("columns", {}).items():
+        if column.get("hard_delete"):
+            return Appending(str(name), column.get("data_type") == "bool")
+    return Appending(None, False)
 
-    def __init__(self, table: Any, column: str, bounds: tuple[str, str]) -> None:
+
+class Appending:
+    """Rows to append: all but those dlt's merge would not insert, its hard-delete markers
+    (a bool column true; another type, any value)."""
+
+    def __init__(self, hard_delete: str | None, flag: bool) -> None:
+        self.hard_delete = hard_delete
+        self.flag = flag
+
+    def inserted(self, rows: pa.Table) -> pa.Table:
+        if self.hard_delete is None or self.hard_delete not in rows.column_names:
+            return rows
+        marks = rows.column(self.hard_delete)
+        deleted = pc.fill_null(marks, False) if self.flag else pc.is_valid(marks)
+        return rows.filter(pc.invert(deleted))
+
+
+def stored_range(table: Any, column: str) -> tuple[Any, Any] | None:
+    """The smallest and largest stored value of `column` (Arrow scalars), widened by
+    `STATISTICS_MARGIN` for timestamps, by the table's file statistics; None when a file has
+    none, or the table has no file."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    low, high = f"min.{column}", f"max.{column}"
+    if not actions.num_rows or low not in actions.column_names or high not in actions.column_names:
+        return None
+    lows, highs = actions.column(low), actions.column(high)
+    if lows.null_count or highs.null_count:
+        return None
+    least, most = pc.min(lows), pc.max(highs)
+    if pa.types.is_timestamp(lows.type):
+        margin = pa.scalar(STATISTICS_MARGIN, pa.duration(lows.type.unit))
+        least, most = pc.subtract(least, margin), pc.add(most, margin)
+    return least, most
+
+
+class NothingToMerge:
+    """The merge of no rows: every `when_...` clause is taken, and executing it does nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("when_"):
+            return lambda *args, **kwargs: self
+        raise AttributeError(name)
+
+    def execute(self) -> dict[str, Any]:
+        return {}
+
+
+class RangedTable:
+    """A Delta table whose merges match only target rows within the merged rows' range of
+    `column`, and append (`appending`) the rows beyond the stored range instead of merging
+    them; the rest of the table as it is."""
+
+    def __init__(self, table: Any, column: str, append: Appending | None = None) -> None:
         self._table = table
         self._column = column
-        self._bounds = bounds
+        self._append = append
 
     def merge(self, source: Any, predicate: str, *args: Any, **kwargs: Any) -> Any:
         alias = kwargs.get("target_alias")
-        if alias:  # dlt names its target; without a name the column would be ambiguous
-            low, high = self._bounds
+        if not alias:  # dlt names its target; without a name the column would be ambiguous
+            return self._table.merge(source, predicate, *args, **kwargs)
+        if isinstance(source, pa.RecordBatchReader):
+            source = source.read_all()
+        if self._append is not None:
+            source = self._append_beyond(source)
+            if not source.num_rows:
+                return NothingToMerge()
+        bounds = value_range(source, self._column)
+        if bounds is not None:
+            low, high = bounds
             target = f"{alias}.{self._column}"
             predicate = f"({predicate}) AND {target} >= {low} AND {target} <= {high}"
         return self._table.merge(source, predicate, *args, **kwargs)
+
+    def _append_beyond(self, source: pa.Table) -> pa.Table:
+        """Appends the rows of `source` beyond the stored range; the rest, to merge."""
+        assert self._append is not None
+        stored = stored_range(self._table, self._column)
+        if stored is None or self._column not in source.column_names:
+            return source
+        values = source.column(self._column)
+        least, most = stored
+        if least.type != values.type:  # the statistics of another type: no telling
+            return source
+        beyond = pc.or_(pc.less(values, least), pc.greater(values, most))
+        if not pc.any(beyond).as_py():
+            return source
+        rows = self._append.inserted(source.filter(beyond))
+        if rows.num_rows:
+            from deltalake import write_deltalake
+
+            write_deltalake(
+                self._table,
+                rows,
+                mode="append",
+                schema_mode="merge",
+                writer_properties=writer_properties(),
+            )
+            self._table.update_incremental()
+        return source.filter(pc.invert(beyond))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._table, name)

@@ -15,7 +15,7 @@ import dlt.common.libs.deltalake as dlt_delta
 import pyarrow as pa
 import pytest
 
-from pipelines.lake_merges import fixed_column, ranged_merges, value_range
+from pipelines.lake_merges import Appending, fixed_column, ranged_merges, value_range
 from simulator import Simulator
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.context import ReadContext
@@ -39,9 +39,10 @@ def rows(ids: list[int], days: list[int | None], label: str, **more: list[Any]) 
     return pa.table({**columns, **{k: pa.array(v) for k, v in more.items()}})
 
 
-def loader(tmp_path: Path, hinted: bool) -> Any:
+def loader(tmp_path: Path, hinted: bool, **columns: dict[str, Any]) -> Any:
     """A function loading an Arrow table into the Delta table `items`, upserted by `id`,
-    its `ts` hinted as fixed per key or not; it returns the table's rows."""
+    its `ts` hinted as fixed per key or not (and `columns`' hints); it returns the table's
+    rows."""
     pipeline = dlt.pipeline(
         "lake_merges",
         destination=dlt.destinations.filesystem(bucket_url=str(tmp_path / "lake")),
@@ -56,7 +57,7 @@ def loader(tmp_path: Path, hinted: bool) -> Any:
         table_format="delta",
         primary_key="id",
         write_disposition={"disposition": "merge", "strategy": "upsert"},
-        columns={"ts": ts},
+        columns={"ts": ts, **columns},
     )
     def items(data: pa.Table) -> Any:
         yield data
@@ -113,6 +114,104 @@ def test_a_null_in_the_fixed_column_leaves_the_merge_to_dlt(tmp_path: Path) -> N
     load(rows([1, 5], [1, 9], "first"))
     after = load(rows([1, 5, 7], [1, 2, None], "second"))
     assert after == [(1, 1, "second"), (5, 2, "second"), (7, None, "second")]
+
+
+def files(tmp_path: Path) -> list[tuple[int, int, int]]:
+    """The files of the table `items`: rows, first and last day of `ts`."""
+    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
+    actions = pa.table(stored.get_add_actions(flatten=True)).to_pydict()
+    return sorted(
+        (n, (low - DAY).days, (high - DAY).days)
+        for n, low, high in zip(
+            actions["num_records"], actions["min.ts"], actions["max.ts"], strict=True
+        )
+    )
+
+
+def operations(tmp_path: Path) -> list[str]:
+    """The table `items`' commits' operations, oldest first."""
+    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
+    return [entry["operation"] for entry in reversed(stored.history())]
+
+
+@pytest.mark.parametrize("hinted", [True, False])
+def test_rows_beyond_the_stored_range_are_appended_as_a_file_of_their_own(
+    tmp_path: Path, hinted: bool
+) -> None:
+    """Days 0-9 stored; a load of day 2 again and days 20-21: with the hint, days 20-21 are
+    appended in a file of their own and day 2 merged (its file rewritten); without, the merge
+    rewrites day 2's file together with the new rows, as one file."""
+    ranged_merges()
+    load = loader(tmp_path, hinted)
+    load(rows(list(range(10)), list(range(10)), "first"))
+    after = load(rows([2, 20, 21], [2, 20, 21], "second"))
+    second = {2, 20, 21}
+    assert after == [(i, i, "second" if i in second else "first") for i in (*range(10), 20, 21)]
+    if hinted:
+        assert files(tmp_path) == [(2, 20, 21), (10, 0, 9)]
+        assert operations(tmp_path)[-2:] == ["WRITE", "MERGE"]
+    else:
+        assert files(tmp_path) == [(12, 0, 21)]
+        assert operations(tmp_path)[-1] == "MERGE"
+
+
+def test_a_load_only_beyond_the_range_appends_and_its_rerun_merges(tmp_path: Path) -> None:
+    """Rows all beyond the stored range: appended, no merge; the same rows loaded again (a
+    rerun after a crash between the append and the merge) lie within the range and are
+    merged: each row once."""
+    ranged_merges()
+    load = loader(tmp_path, hinted=True)
+    load(rows([1, 2], [1, 2], "first"))
+    after = load(rows([5, 6], [5, 6], "second"))
+    assert operations(tmp_path)[-1] == "WRITE"
+    assert files(tmp_path) == [(2, 1, 2), (2, 5, 6)]
+    again = load(rows([5, 6], [5, 6], "again"))
+    assert operations(tmp_path)[-1] == "MERGE"
+    assert after == [(1, 1, "first"), (2, 2, "first"), (5, 5, "second"), (6, 6, "second")]
+    assert again == [(1, 1, "first"), (2, 2, "first"), (5, 5, "again"), (6, 6, "again")]
+
+
+def test_a_stored_time_below_the_statistics_precision_is_merged_not_appended(
+    tmp_path: Path,
+) -> None:
+    """Delta's file statistics keep a time to the millisecond: a row stored at .000900 s has a
+    statistic of .000 s, and its reload at .000900 lies beyond that bound. The margin keeps it
+    within: it is merged, one copy."""
+    ranged_merges()
+    load = loader(tmp_path, hinted=True)
+    late = DAY + timedelta(microseconds=900)
+
+    def one(label: str) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array([1], pa.int64()),
+                "ts": pa.array([late], pa.timestamp("us", tz="UTC")),
+                "label": [label],
+            }
+        )
+
+    load(one("first"))
+    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
+    (high,) = pa.table(stored.get_add_actions(flatten=True)).column("max.ts").to_pylist()
+    assert high < late  # the statistic is below the stored value
+    assert load(one("second")) == [(1, 0, "second")]
+
+
+def test_rows_beyond_the_range_marked_deleted_are_not_appended(tmp_path: Path) -> None:
+    """A hard-delete column (dlt's `hard_delete` hint): a beyond row marked deleted is left
+    out, as dlt's merge leaves out an unmatched deleted row; the others are appended."""
+    ranged_merges()
+    load = loader(tmp_path, True, deleted={"data_type": "bool", "hard_delete": True})
+    load(rows([1], [1], "first", deleted=[False]))
+    after = load(rows([1, 30, 31], [1, 30, 31], "second", deleted=[False, True, None]))
+    assert after == [(1, 1, "second"), (31, 31, "second")]
+
+
+def test_appending_leaves_out_what_dlts_merge_would_not_insert() -> None:
+    table = pa.table({"flag": pa.array([True, False, None]), "gone": ["x", None, "y"]})
+    assert Appending("flag", flag=True).inserted(table).column("flag").to_pylist() == [False, None]
+    assert Appending("gone", flag=False).inserted(table).column("flag").to_pylist() == [False]
+    assert Appending(None, flag=False).inserted(table).num_rows == 3
 
 
 def test_value_range_gives_literals_of_timestamps_and_dates_only() -> None:
