@@ -46,6 +46,9 @@ _LOCK = threading.Lock()
 # Delta's file statistics keep a timestamp to the millisecond: a stored value may lie up to
 # this far beyond the statistics' bound
 STATISTICS_MARGIN: Final = timedelta(milliseconds=1)
+# appended rows are written in the fixed column's order, cut into files of about this size:
+# a nightly's merge rewrites the few files of its look-back, not a whole window's rows
+APPENDED_FILE_BYTES: Final = 512 * 1024
 
 
 def ranged_merges() -> None:
@@ -219,9 +222,10 @@ class RangedTable:
 
             write_deltalake(
                 self._table,
-                rows,
+                rows.sort_by(self._column),
                 mode="append",
                 schema_mode="merge",
+                target_file_size=APPENDED_FILE_BYTES,
                 writer_properties=writer_properties(),
             )
             self._table.update_incremental()
