@@ -46,9 +46,6 @@ _LOCK = threading.Lock()
 # Delta's file statistics keep a timestamp to the millisecond: a stored value may lie up to
 # this far beyond the statistics' bound
 STATISTICS_MARGIN: Final = timedelta(milliseconds=1)
-# appended rows are written in the fixed column's order, cut into files of about this size:
-# a nightly's merge rewrites the few files of its look-back, not a whole window's rows
-APPENDED_FILE_BYTES: Final = 512 * 1024
 
 
 def ranged_merges() -> None:
@@ -222,10 +219,9 @@ class RangedTable:
 
             write_deltalake(
                 self._table,
-                rows.sort_by(self._column),
+                rows,
                 mode="append",
                 schema_mode="merge",
-                target_file_size=APPENDED_FILE_BYTES,
                 writer_properties=writer_properties(),
             )
             self._table.update_incremental()

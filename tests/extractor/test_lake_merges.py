@@ -13,7 +13,6 @@ import deltalake
 import dlt
 import dlt.common.libs.deltalake as dlt_delta
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines.lake_merges import Appending, fixed_column, ranged_merges, value_range
@@ -154,25 +153,6 @@ def test_rows_beyond_the_stored_range_are_appended_as_a_file_of_their_own(
     else:
         assert files(tmp_path) == [(12, 0, 21)]
         assert operations(tmp_path)[-1] == "MERGE"
-
-
-def test_appended_rows_are_written_in_the_fixed_columns_order(tmp_path: Path) -> None:
-    """Rows beyond the range, loaded out of order, are stored in the order of their time:
-    the files a nightly's merge rewrites are those of its look-back only."""
-    ranged_merges()
-    load = loader(tmp_path, hinted=True)
-    load(rows([1, 2], [1, 2], "first"))
-    shuffled = [25, 21, 23, 20, 24, 22]
-    load(rows(shuffled, shuffled, "second"))
-    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
-    appended = [
-        pq.read_table(tmp_path / "lake" / "lake" / "items" / path, columns=["id"])
-        for path in pa.table(stored.get_add_actions(flatten=True)).column("path").to_pylist()
-    ]
-    assert sorted(table.column("id").to_pylist() for table in appended) == [
-        [1, 2],
-        [20, 21, 22, 23, 24, 25],
-    ]
 
 
 def test_a_load_only_beyond_the_range_appends_and_its_rerun_merges(tmp_path: Path) -> None:
