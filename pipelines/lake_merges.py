@@ -190,7 +190,7 @@ class RangedTable:
         if isinstance(source, pa.RecordBatchReader):
             source = source.read_all()
         if self._append is not None:
-            source = self._append_beyond(source)
+            source = self._append_beyond(source, self._append)
             if not source.num_rows:
                 return NothingToMerge()
         bounds = value_range(source, self._column)
@@ -200,9 +200,9 @@ class RangedTable:
             predicate = f"({predicate}) AND {target} >= {low} AND {target} <= {high}"
         return self._table.merge(source, predicate, *args, **kwargs)
 
-    def _append_beyond(self, source: pa.Table) -> pa.Table:
-        """Appends the rows of `source` beyond the stored range; the rest, to merge."""
-        assert self._append is not None
+    def _append_beyond(self, source: pa.Table, append: Appending) -> pa.Table:
+        """Appends the rows of `source` beyond the stored range (those `append` inserts);
+        returns the rest, to merge."""
         stored = stored_range(self._table, self._column)
         if stored is None or self._column not in source.column_names:
             return source
@@ -213,7 +213,7 @@ class RangedTable:
         beyond = pc.or_(pc.less(values, least), pc.greater(values, most))
         if not pc.any(beyond).as_py():
             return source
-        rows = self._append.inserted(source.filter(beyond))
+        rows = append.inserted(source.filter(beyond))
         if rows.num_rows:
             from deltalake import write_deltalake
 
