@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
@@ -127,13 +128,13 @@ def appending(table_schema: Any) -> Appending | None:
     return Appending(None, False)
 
 
+@dataclass(frozen=True)
 class Appending:
     """Rows to append: all but those dlt's merge would not insert, its hard-delete markers
     (a bool column true; another type, any value)."""
 
-    def __init__(self, hard_delete: str | None, flag: bool) -> None:
-        self.hard_delete = hard_delete
-        self.flag = flag
+    hard_delete: str | None
+    flag: bool
 
     def inserted(self, rows: pa.Table) -> pa.Table:
         if self.hard_delete is None or self.hard_delete not in rows.column_names:
@@ -203,8 +204,10 @@ class RangedTable:
     def _append_beyond(self, source: pa.Table, append: Appending) -> pa.Table:
         """Appends the rows of `source` beyond the stored range (those `append` inserts);
         returns the rest, to merge."""
+        if self._column not in source.column_names:
+            return source
         stored = stored_range(self._table, self._column)
-        if stored is None or self._column not in source.column_names:
+        if stored is None:
             return source
         values = source.column(self._column)
         least, most = stored
