@@ -33,6 +33,7 @@ from pipelines.duckdb_file import (
 )
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
+from pipelines.lake_first_writes import head_apart
 from pipelines.lake_merges import ranged_merges
 from pipelines.lake_writes import small_row_groups
 from pipelines.merge_sql import delete_by_merge_key
@@ -239,8 +240,9 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     stamped with their load's id, the load loop woken for jobs finished on creation, merges
     deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
     TypedDict's hints once (`pipelines/type_hints.py`); into Delta tables, Parquet row groups
-    of a bounded size (`pipelines/lake_writes.py`) and merges that read only the target's
-    range of a fixed column (`pipelines/lake_merges.py`). Idempotent."""
+    of a bounded size (`pipelines/lake_writes.py`), merges that read only the target's
+    range of a fixed column (`pipelines/lake_merges.py`) and a large first write's recent
+    head in a file of its own (`pipelines/lake_first_writes.py`). Idempotent."""
     stamp_load_ids()
     wake_on_finished_jobs()
     delete_by_merge_key()
@@ -249,6 +251,7 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     if destination is not None and destination.destination_name == "filesystem":
         small_row_groups()
         ranged_merges()
+        head_apart()
 
 
 def stamp_load_ids() -> None:

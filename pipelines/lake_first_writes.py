@@ -1,0 +1,133 @@
+"""A large first write of a Delta table in two files: its recent head apart from the rest.
+
+A merge rewrites every file holding a row it matches (`pipelines/lake_merges.py`), and the
+rows a nightly re-reads lie within its look-back: at the recent end of a column whose value a
+key never changes (`FIXED_PER_KEY`). dlt writes a table's first load as deltalake cuts it, by
+size, in the order the rows came: the self-hosted year's commit exports (one export window,
+773,788 rows of every scope, 44 MB) as one file, which every nightly's merge of a few
+thousand rows read and wrote again whole (~0.6 s of the medium first nightly into Delta, and
+44 MB more on disk each night until the table is vacuumed). Written here as two commits, the
+rows before the last `HEAD_SPAN` of that column, then the rows within it, a nightly's merge
+rewrites only the head.
+
+Each part is streamed from the load job's files with a filter on the column, as dlt streams
+the whole: the files are read twice (the head's read is of the same files, most of it
+skipped). A crash between the two commits leaves the table with the first part; the rerun
+loads the same rows into the table that now exists, by dlt's merge, which appends the head
+(beyond the stored range) and matches the rest. A table without the hint, a first write of
+another disposition, a null in the column, a write of at most `MIN_ROWS` rows or one whose
+rows all lie in the head: dlt's write as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Sequence
+from contextvars import ContextVar
+from datetime import date, datetime, timedelta
+from typing import Any, Final, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.lake_merges import fixed_column, value_range
+
+# the nightly's look-back (3 days by default; the cloud's commit dates 26 hours more), with
+# room for a look-back of up to a month
+HEAD_SPAN: Final = timedelta(days=32)
+# a smaller first write stays one file: two of the row groups `pipelines/lake_writes.py` writes
+MIN_ROWS: Final = 131_072
+# a part's rows read a batch at a time, none ahead (dlt reads two batches ahead)
+SCAN = {"batch_size": 65_536, "batch_readahead": 0, "fragment_readahead": 0, "use_threads": False}
+
+_LOCK = threading.Lock()
+
+
+class Job(NamedTuple):
+    """What a Delta load job's writes need of it: its dlt table schema, its files."""
+
+    table_schema: Any
+    file_paths: Sequence[str]
+
+
+# the Delta load job running in this thread
+_JOB: ContextVar[Job | None] = ContextVar("repo_analytics_delta_job", default=None)
+
+
+def head_apart() -> None:
+    """Have dlt's first write of a Delta table with a fixed column (merge disposition) write
+    its head apart (`in_two`). Idempotent."""
+    import dlt.common.libs.deltalake as dlt_delta
+    from dlt.destinations.impl.filesystem.filesystem import DeltaLoadFilesystemJob
+
+    with _LOCK:
+        if getattr(DeltaLoadFilesystemJob.run, "head_apart", False):
+            return
+        DeltaLoadFilesystemJob.run = knowing_its_table(DeltaLoadFilesystemJob.run)  # type: ignore[method-assign]
+        dlt_delta.write_delta_table = in_two(dlt_delta.write_delta_table)
+
+
+def knowing_its_table(run: Any) -> Any:
+    """A Delta load job's `run`, with its table's schema and files known to its writes."""
+
+    @functools.wraps(run)
+    def running(self: Any) -> Any:
+        job = Job(getattr(self, "_load_table", None), getattr(self, "file_paths", ()))
+        token = _JOB.set(job)
+        try:
+            return run(self)
+        finally:
+            _JOB.reset(token)
+
+    running.head_apart = True  # type: ignore[attr-defined]
+    return running
+
+
+def in_two(write: Any) -> Any:
+    """dlt's `write_delta_table`, called for the rows before the head, then for the head
+    (`head_start`), where the running job's table has a fixed column and the write merges;
+    otherwise as it is."""
+    signature = inspect.signature(write)
+
+    @functools.wraps(write)
+    def writing(*args: Any, **kwargs: Any) -> Any:
+        import pyarrow.dataset as pa_dataset
+
+        job = _JOB.get()
+        column = fixed_column(job.table_schema) if job and job.table_schema else None
+        call = signature.bind(*args, **kwargs)
+        merges = call.arguments.get("write_disposition") == "merge"
+        if job is None or column is None or not merges or not job.file_paths:
+            return write(*args, **kwargs)
+        given = call.arguments["data"]
+        if isinstance(given, pa.RecordBatchReader):
+            # its read-ahead would hold ~300 MB of the export's files meanwhile: read anew
+            given.close()
+        files = pa_dataset.dataset(list(job.file_paths))
+        start = head_start(files, column)
+        field = pa_dataset.field(column)
+        parts = (None,) if start is None else (field < start, field >= start)
+        for condition in parts:  # a part's rows read as it is written
+            call.arguments["data"] = files.scanner(filter=condition, **SCAN).to_reader()
+            write(*call.args, **call.kwargs)
+        return None
+
+    return writing
+
+
+def head_start(files: Any, column: str) -> pa.Scalar | None:
+    """Where the head of `files` (a dataset) begins: `HEAD_SPAN` before the largest value of
+    `column`; None when the files hold at most `MIN_ROWS` rows, the column has no range
+    (`value_range`), or every row lies in the head."""
+    if column not in files.schema.names or files.count_rows() <= MIN_ROWS:
+        return None
+    values = files.to_table(columns=[column])
+    if value_range(values, column) is None:
+        return None
+    found = pc.min_max(values.column(column)).as_py()
+    start: datetime | date = found["max"] - HEAD_SPAN
+    if start <= found["min"]:
+        return None
+    return pa.scalar(start, values.schema.field(column).type)

@@ -1,0 +1,108 @@
+"""A large first write of a Delta table with its recent head in a file of its own
+(`pipelines/lake_first_writes.py`): dlt's loads into real Delta tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+from pipelines.lake_first_writes import HEAD_SPAN, MIN_ROWS, head_apart
+from pipelines.lake_merges import ranged_merges
+from tests.extractor.test_lake_merges import files, loader, operations, rows
+
+DAYS = 100  # rows on days 0-99: the head is days 67-99 (HEAD_SPAN before day 99)
+HEAD_FIRST_DAY = DAYS - 1 - HEAD_SPAN.days
+COUNT = MIN_ROWS + 20_000
+
+
+def spread(count: int, label: str) -> pa.Table:
+    """`count` rows, ids 0.., on days 0-99 in turn (every day in each stretch of 100 ids)."""
+    ids = list(range(count))
+    return rows(ids, [i % DAYS for i in ids], label)
+
+
+def on_days(count: int, low: int, high: int) -> int:
+    """How many of `spread(count)`'s rows lie on days `low` to `high`."""
+    return sum(1 for i in range(count) if low <= i % DAYS <= high)
+
+
+def file_paths(tmp_path: Path) -> set[str]:
+    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
+    return set(stored.file_uris())
+
+
+def test_a_large_first_write_holds_its_head_in_a_file_of_its_own(tmp_path: Path) -> None:
+    """A first load of more than MIN_ROWS rows over 100 days: two commits, a file of days
+    0-66 and one of days 67-99, every row once."""
+    ranged_merges()
+    head_apart()
+    load = loader(tmp_path, hinted=True)
+    stored = load(spread(COUNT, "first"))
+    assert stored == [(i, i % DAYS, "first") for i in range(COUNT)]
+    old = on_days(COUNT, 0, HEAD_FIRST_DAY - 1)
+    head = (COUNT - old, HEAD_FIRST_DAY, DAYS - 1)
+    assert files(tmp_path) == [head, (old, 0, HEAD_FIRST_DAY - 1)]
+    assert operations(tmp_path)[-2:] == ["WRITE", "WRITE"]
+
+
+def test_a_nightly_merge_into_the_head_leaves_the_older_file_as_it_is(tmp_path: Path) -> None:
+    """The look-back's rows loaded again (days 90-99, and a new day 100): only the head's file
+    is rewritten; the file of days 0-66 is the same file."""
+    ranged_merges()
+    head_apart()
+    load = loader(tmp_path, hinted=True)
+    load(spread(COUNT, "first"))
+    older = {path for path in file_paths(tmp_path) if path not in head_files(tmp_path)}
+    again = [i for i in range(COUNT) if i % DAYS >= 90][:50]
+    after = load(rows([*again, COUNT], [*(i % DAYS for i in again), DAYS], "nightly"))
+    assert len(older) == 1 and older <= file_paths(tmp_path)
+    relabelled = {*again, COUNT}
+    assert after == [
+        (i, i % DAYS if i < COUNT else DAYS, "nightly" if i in relabelled else "first")
+        for i in range(COUNT + 1)
+    ]
+
+
+def head_files(tmp_path: Path) -> set[str]:
+    """The table's files whose rows lie on the head's days."""
+    stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
+    actions = pa.table(stored.get_add_actions(flatten=True)).to_pydict()
+    first = rows([0], [HEAD_FIRST_DAY], "").column("ts")[0].as_py()
+    return {
+        uri
+        for uri, path, low in zip(
+            stored.file_uris(), actions["path"], actions["min.ts"], strict=True
+        )
+        if low >= first and uri.endswith(path)
+    }
+
+
+@pytest.mark.parametrize(("hinted", "count"), [(False, COUNT), (True, MIN_ROWS)])
+def test_a_first_write_without_the_hint_or_of_few_rows_is_one_file(
+    tmp_path: Path, hinted: bool, count: int
+) -> None:
+    """Without the hint, or with at most MIN_ROWS rows: dlt's one write, one file."""
+    ranged_merges()
+    head_apart()
+    load = loader(tmp_path, hinted=hinted)
+    assert load(spread(count, "first")) == [(i, i % DAYS, "first") for i in range(count)]
+    assert files(tmp_path) == [(count, 0, DAYS - 1)]
+
+
+def test_the_rerun_after_a_crash_between_the_parts_holds_each_row_once(tmp_path: Path) -> None:
+    """A kill after the first part's commit leaves the table with the rows before the head;
+    the rerun loads the same rows again, now into a table that exists: the head's rows are
+    appended (beyond the stored range), the rest merged, each row once."""
+    ranged_merges()
+    head_apart()
+    load = loader(tmp_path, hinted=True)
+    whole = spread(COUNT, "first")
+    older = whole.filter(pa.compute.less(whole.column("id"), 0))  # the schema, no row
+    for start in range(0, COUNT, DAYS):  # the rows before the head, as the first commit left
+        older = pa.concat_tables([older, whole.slice(start, HEAD_FIRST_DAY)])
+    assert {day for _, day, _ in load(older)} == set(range(HEAD_FIRST_DAY))
+    rerun = load(spread(COUNT, "rerun"))
+    assert rerun == [(i, i % DAYS, "rerun") for i in range(COUNT)]
