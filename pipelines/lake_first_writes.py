@@ -15,8 +15,10 @@ the whole: the files are read twice (the head's read is of the same files, most 
 skipped). A crash between the two commits leaves the table with the first part; the rerun
 loads the same rows into the table that now exists, by dlt's merge, which appends the head
 (beyond the stored range) and matches the rest. A table without the hint, a first write of
-another disposition, a null in the column, a write of at most `MIN_ROWS` rows or one whose
-rows all lie in the head: dlt's write as it is.
+another disposition, a null in the column, a write of at most `MIN_ROWS` rows, one whose
+rows all lie in the head, or one whose head is older than a nightly re-reads (a backfill's
+older windows, whose rows later windows' appends follow): dlt's write as it is. Measured
+there, a large year's first window written in two cost the backfill's peak +150 MB.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import inspect
 import threading
 from collections.abc import Sequence
 from contextvars import ContextVar
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, NamedTuple
 
 import pyarrow as pa
@@ -117,10 +119,11 @@ def in_two(write: Any) -> Any:
     return writing
 
 
-def head_start(files: Any, column: str) -> pa.Scalar | None:
+def head_start(files: Any, column: str, now: datetime | None = None) -> pa.Scalar | None:
     """Where the head of `files` (a dataset) begins: `HEAD_SPAN` before the largest value of
     `column`; None when the files hold at most `MIN_ROWS` rows, the column has no range
-    (`value_range`), or every row lies in the head."""
+    (`value_range`), every row lies in the head, or the head lies before `head_bound` (a
+    backfill's older window: no nightly re-reads it)."""
     if column not in files.schema.names or files.count_rows() <= MIN_ROWS:
         return None
     values = files.to_table(columns=[column])
@@ -128,6 +131,16 @@ def head_start(files: Any, column: str) -> pa.Scalar | None:
         return None
     found = pc.min_max(values.column(column)).as_py()
     start: datetime | date = found["max"] - HEAD_SPAN
-    if start <= found["min"]:
+    if start <= found["min"] or start < head_bound(start, now):
         return None
     return pa.scalar(start, values.schema.field(column).type)
+
+
+def head_bound(value: datetime | date, now: datetime | None = None) -> datetime | date:
+    """The earliest start of a head that a nightly can still re-read (its rows' largest value
+    within `HEAD_SPAN` of `now`, the clock's in UTC): twice `HEAD_SPAN` before `now`, in the
+    flavour of `value` (a date, a zoned or zone-less timestamp)."""
+    bound = (now or datetime.now(UTC)) - 2 * HEAD_SPAN
+    if isinstance(value, datetime):
+        return bound if value.tzinfo is not None else bound.replace(tzinfo=None)
+    return bound.date()

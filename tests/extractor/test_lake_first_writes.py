@@ -3,19 +3,39 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import deltalake
 import pyarrow as pa
 import pytest
 
-from pipelines.lake_first_writes import HEAD_SPAN, MIN_ROWS, head_apart
+from pipelines.lake_first_writes import HEAD_SPAN, MIN_ROWS, head_apart, head_bound, head_start
 from pipelines.lake_merges import ranged_merges
-from tests.extractor.test_lake_merges import files, loader, operations, rows
+from tests.extractor import test_lake_merges
+from tests.extractor.test_lake_merges import loader, operations
 
 DAYS = 100  # rows on days 0-99: the head is days 67-99 (HEAD_SPAN before day 99)
 HEAD_FIRST_DAY = DAYS - 1 - HEAD_SPAN.days
 COUNT = MIN_ROWS + 20_000
+# day 99 is yesterday: a nightly re-reads the head
+TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+RECENT = TODAY - timedelta(days=DAYS)
+
+
+@pytest.fixture(autouse=True)
+def recent_days(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows and files of `test_lake_merges`' helpers counted in days from `RECENT`."""
+    monkeypatch.setattr(test_lake_merges, "DAY", RECENT)
+
+
+def rows(ids: list[int], days: list[int | None], label: str) -> pa.Table:
+    return test_lake_merges.rows(ids, days, label)
+
+
+def files(tmp_path: Path) -> list[tuple[int, int, int]]:
+    return test_lake_merges.files(tmp_path)
 
 
 def spread(count: int, label: str) -> pa.Table:
@@ -70,7 +90,7 @@ def head_files(tmp_path: Path) -> set[str]:
     """The table's files whose rows lie on the head's days."""
     stored = deltalake.DeltaTable(str(tmp_path / "lake" / "lake" / "items"))
     actions = pa.table(stored.get_add_actions(flatten=True)).to_pydict()
-    first = rows([0], [HEAD_FIRST_DAY], "").column("ts")[0].as_py()
+    first = RECENT + timedelta(days=HEAD_FIRST_DAY)
     return {
         uri
         for uri, path, low in zip(
@@ -106,3 +126,41 @@ def test_the_rerun_after_a_crash_between_the_parts_holds_each_row_once(tmp_path:
     assert {day for _, day, _ in load(older)} == set(range(HEAD_FIRST_DAY))
     rerun = load(spread(COUNT, "rerun"))
     assert rerun == [(i, i % DAYS, "rerun") for i in range(COUNT)]
+
+
+def test_a_first_write_whose_head_no_nightly_re_reads_is_one_file(tmp_path: Path) -> None:
+    """A backfill's oldest window (days 0-99 ending 100 days ago): dlt's one write."""
+    ranged_merges()
+    head_apart()
+    load = loader(tmp_path, hinted=True)
+    old = rows(list(range(COUNT)), [i % DAYS - DAYS for i in range(COUNT)], "old")
+    assert len(load(old)) == COUNT
+    assert files(tmp_path) == [(COUNT, -DAYS, -1)]
+
+
+@pytest.mark.parametrize(
+    ("value", "bound"),
+    [
+        (datetime(2026, 5, 1, tzinfo=UTC), datetime(2026, 4, 28, tzinfo=UTC)),
+        (datetime(2026, 5, 1), datetime(2026, 4, 28)),
+        (date(2026, 5, 1), date(2026, 4, 28)),
+    ],
+)
+def test_the_head_bound_takes_the_values_flavour(value: Any, bound: Any) -> None:
+    """Twice HEAD_SPAN (64 days) before the clock, zoned, zone-less or a date as the value."""
+    now = datetime(2026, 7, 1, tzinfo=UTC)
+    assert head_bound(value, now) == bound
+    assert type(head_bound(value, now)) is type(bound)
+
+
+def test_head_start_is_head_span_before_the_largest_value(tmp_path: Path) -> None:
+    """The dataset's largest day 99: the head starts on day 67; with a clock 100 days
+    later, no head."""
+    import pyarrow.dataset as pa_dataset
+    import pyarrow.parquet as pq
+
+    pq.write_table(rows(list(range(COUNT)), [i % DAYS for i in range(COUNT)], "x"), tmp_path / "f")
+    files = pa_dataset.dataset([str(tmp_path / "f")])
+    start = head_start(files, "ts")
+    assert start is not None and start.as_py() == RECENT + timedelta(days=HEAD_FIRST_DAY)
+    assert head_start(files, "ts", now=TODAY + timedelta(days=DAYS)) is None
