@@ -7,8 +7,8 @@ size, in the order the rows came: the self-hosted year's commit exports (one exp
 773,788 rows of every scope, 44 MB) as one file, which every nightly's merge of a few
 thousand rows read and wrote again whole (~0.6 s of the medium first nightly into Delta, and
 44 MB more on disk each night until the table is vacuumed). Written here as two commits, the
-rows before the last `HEAD_SPAN` of that column, then the rows within it, a nightly's merge
-rewrites only the head.
+rows before the last `lake_heads.HEAD_SPAN` of that column, then the rows within it, a
+nightly's merge rewrites only the head.
 
 Where the head begins comes from the files' row-group statistics (no row is read). Each part
 is streamed from the load job's files with a filter on the column, a batch at a time, and
@@ -20,8 +20,8 @@ self-hosted first nightly into Delta (3 interleaved pairs): 6.35-6.83 s against 
 A crash between the two commits leaves the table with the first part; the rerun loads the
 same rows into the table that now exists, by dlt's merge, which appends the head (beyond the
 stored range) and matches the rest. A table without the hint, a first write of another
-disposition, a null in the column, a write of at most `MIN_ROWS` rows, one whose rows all lie
-in the head, or one whose head is older than a nightly re-reads (a backfill's older windows,
+disposition, a null in the column, or a write `lake_heads.head_begins` finds no head in (few
+rows, all in the head, or a head older than a nightly re-reads: a backfill's older windows,
 which later windows' appends follow): dlt's write as it is. Cut in two, a large year's first
 window peaked ~140 MB higher.
 """
@@ -33,19 +33,15 @@ import inspect
 import threading
 from collections.abc import Sequence
 from contextvars import ContextVar
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 import pyarrow as pa
 
+from pipelines.lake_heads import head_begins
 from pipelines.lake_merges import fixed_column
 
-# the nightly's look-back (3 days by default; the cloud's commit dates 26 hours more), with
-# room for a look-back of up to a month
-HEAD_SPAN: Final = timedelta(days=32)
-# a smaller first write stays one file: two of the row groups `pipelines/lake_writes.py` writes
-MIN_ROWS: Final = 131_072
 # a part's rows read a batch at a time, none ahead (dlt reads two batches ahead)
 SCAN: Final = MappingProxyType(
     {"batch_size": 65_536, "batch_readahead": 0, "fragment_readahead": 0, "use_threads": False}
@@ -127,17 +123,13 @@ def in_two(write: Any) -> Any:
 
 
 def head_start(files: Any, column: str, now: datetime | None = None) -> pa.Scalar | None:
-    """Where the head of `files` (a dataset of Parquet files) begins: `HEAD_SPAN` before the
-    largest value of `column`; None when the files hold at most `MIN_ROWS` rows, the column
-    has no range (`files_range`), every row lies in the head, or the head lies before
-    `head_bound` (a backfill's older window: no nightly re-reads it)."""
+    """Where the head of `files` (a dataset of Parquet files) begins (`head_begins`); None
+    also when `column` has no range in them (`files_range`)."""
     found = files_range(files, column)
-    if found is None or found.rows <= MIN_ROWS:
+    if found is None:
         return None
-    start: datetime | date = found.high - HEAD_SPAN
-    if start <= found.low or start < head_bound(start, now):
-        return None
-    return pa.scalar(start, files.schema.field(column).type)
+    start = head_begins(found.rows, found.low, found.high, now)
+    return None if start is None else pa.scalar(start, files.schema.field(column).type)
 
 
 class ColumnRange(NamedTuple):
@@ -174,13 +166,3 @@ def files_range(files: Any, column: str) -> ColumnRange | None:
     if not lows:
         return None
     return ColumnRange(rows, min(lows), max(highs))
-
-
-def head_bound(value: datetime | date, now: datetime | None = None) -> datetime | date:
-    """The earliest start of a head that a nightly can still re-read (its rows' largest value
-    within `HEAD_SPAN` of `now`, the clock's in UTC): twice `HEAD_SPAN` before `now`, in the
-    flavour of `value` (a date, a zoned or zone-less timestamp)."""
-    bound = (now or datetime.now(UTC)) - 2 * HEAD_SPAN
-    if isinstance(value, datetime):
-        return bound if value.tzinfo is not None else bound.replace(tzinfo=None)
-    return bound.date()

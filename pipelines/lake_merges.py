@@ -25,7 +25,12 @@ after a year, each list table was one file of every row, which every nightly rew
 lies beyond the stored rows' range (the table's file statistics, with a millisecond's margin for
 their rounding) matches no stored row: such rows are appended as a file of their own, and only
 the others merged. A crash between the two commits is mended by the rerun's load of the same
-rows: they lie within the range then, and are merged.
+rows: they lie within the range then, and are merged. Appended rows whose recent head a
+nightly re-reads (a backfill's last window) are two files, the head apart
+(`pipelines/lake_heads.py`): the medium self-hosted lists' nightly merges copied 50,948 rows
+instead of 115,833 (3 pairs: their load 0.26-0.32 s against 0.37-0.38 s), the default
+settings' 181,647 instead of 408,536 (0.72-1.04 s against 1.06-1.14 s, 373-382 MB against
+388-396 MB).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
@@ -40,6 +46,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.lake_heads import head_begins
 from pipelines.lake_writes import writer_properties
 from sources.repo_analytics.tables import FIXED_PER_KEY
 
@@ -162,6 +169,21 @@ def stored_range(table: Any, column: str) -> tuple[Any, Any] | None:
     return least, most
 
 
+def head_apart(rows: pa.Table, column: str) -> Iterator[pa.Table]:
+    """`rows` as the files to write: the rows before their head and the head apart, where
+    `lake_heads.head_begins` finds one (`column` a timestamp or date without a null); else
+    `rows` whole. Each part is filtered from `rows` when it is written."""
+    values = rows.column(column)
+    found = pc.min_max(values).as_py() if value_range(rows, column) is not None else None
+    start = None if found is None else head_begins(rows.num_rows, found["min"], found["max"])
+    if start is None:
+        yield rows
+        return
+    head = pc.greater_equal(values, pa.scalar(start, values.type))
+    yield rows.filter(pc.invert(head))
+    yield rows.filter(head)
+
+
 class NothingToMerge:
     """The merge of no rows: every `when_...` clause is taken, and executing it does nothing."""
 
@@ -220,14 +242,15 @@ class RangedTable:
         if rows.num_rows:
             from deltalake import write_deltalake
 
-            write_deltalake(
-                self._table,
-                rows,
-                mode="append",
-                schema_mode="merge",
-                writer_properties=writer_properties(),
-            )
-            self._table.update_incremental()
+            for part in head_apart(rows, self._column):
+                write_deltalake(
+                    self._table,
+                    part,
+                    mode="append",
+                    schema_mode="merge",
+                    writer_properties=writer_properties(),
+                )
+                self._table.update_incremental()
         return source.filter(pc.invert(beyond))
 
     def __getattr__(self, name: str) -> Any:

@@ -1,5 +1,7 @@
-"""A large first write of a Delta table with its recent head in a file of its own
-(`pipelines/lake_first_writes.py`): dlt's loads into real Delta tables."""
+"""A large write of a Delta table with its recent head in a file of its own: a first write
+(`pipelines/lake_first_writes.py`) and rows appended beyond the stored range
+(`pipelines/lake_merges.py`), by dlt's loads into real Delta tables; where a head begins
+(`pipelines/lake_heads.py`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from pipelines.lake_first_writes import HEAD_SPAN, MIN_ROWS, head_apart, head_bound, head_start
+from pipelines.lake_first_writes import head_apart, head_start
+from pipelines.lake_heads import HEAD_SPAN, MIN_ROWS, head_begins, head_bound
 from pipelines.lake_merges import ranged_merges
 from tests.extractor import test_lake_merges
 from tests.extractor.test_lake_merges import loader, operations
@@ -164,3 +167,41 @@ def test_head_start_is_head_span_before_the_largest_value(tmp_path: Path) -> Non
     start = head_start(files, "ts")
     assert start is not None and start.as_py() == RECENT + timedelta(days=HEAD_FIRST_DAY)
     assert head_start(files, "ts", now=TODAY + timedelta(days=DAYS)) is None
+
+
+def test_rows_appended_beyond_the_stored_range_hold_their_head_apart(tmp_path: Path) -> None:
+    """Days 0-9 stored; more than MIN_ROWS rows of days 20-99 loaded (a backfill's last
+    window): appended as a file of days 20-66 and one of days 67-99, each row once."""
+    ranged_merges()
+    load = loader(tmp_path, hinted=True)
+    load(rows(list(range(10)), list(range(10)), "first"))
+    ids = list(range(100, 100 + COUNT))
+    days = [20 + i % (DAYS - 20) for i in range(COUNT)]
+    after = load(rows(ids, days, "window"))
+    assert len(after) == 10 + COUNT
+    head = sum(1 for day in days if day >= HEAD_FIRST_DAY)
+    assert files(tmp_path) == sorted(
+        [(10, 0, 9), (COUNT - head, 20, HEAD_FIRST_DAY - 1), (head, HEAD_FIRST_DAY, DAYS - 1)]
+    )
+    assert operations(tmp_path)[-2:] == ["WRITE", "WRITE"]
+
+
+@pytest.mark.parametrize(
+    ("rows_", "low", "high", "begins"),
+    [
+        (MIN_ROWS + 1, 0, 99, 67),  # the head: days 67-99
+        (MIN_ROWS, 0, 99, None),  # too few rows
+        (MIN_ROWS + 1, 70, 99, None),  # every row in the head
+        (MIN_ROWS + 1, -200, -40, None),  # a head no nightly re-reads (ends 140 days ago)
+    ],
+)
+def test_head_begins_where_a_nightly_re_reads(
+    rows_: int, low: int, high: int, begins: int | None
+) -> None:
+    """HEAD_SPAN before the largest value, only where it is worth a file and recent."""
+
+    def day(n: int) -> datetime:
+        return RECENT + timedelta(days=n)
+
+    found = head_begins(rows_, day(low), day(high))
+    assert found == (None if begins is None else day(begins))
