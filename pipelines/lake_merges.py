@@ -169,7 +169,7 @@ def stored_range(table: Any, column: str) -> tuple[Any, Any] | None:
     return least, most
 
 
-def head_apart(rows: pa.Table, column: str) -> Iterator[pa.Table]:
+def head_parts(rows: pa.Table, column: str) -> Iterator[pa.Table]:
     """`rows` as the files to write: the rows before their head and the head apart, where
     `lake_heads.head_begins` finds one (`column` a timestamp or date without a null); else
     `rows` whole. Each part is filtered from `rows` when it is written."""
@@ -242,7 +242,7 @@ class RangedTable:
         if rows.num_rows:
             from deltalake import write_deltalake
 
-            for part in head_apart(rows, self._column):
+            for part in head_parts(rows, self._column):
                 write_deltalake(
                     self._table,
                     part,
