@@ -40,7 +40,7 @@ from typing import Any, Final, NamedTuple
 import pyarrow as pa
 
 from pipelines.lake_heads import head_begins
-from pipelines.lake_merges import fixed_column
+from pipelines.lake_merges import fixed_column, ranged_type
 
 # a part's rows read a batch at a time, none ahead (dlt reads two batches ahead)
 SCAN: Final = MappingProxyType(
@@ -142,13 +142,9 @@ class ColumnRange(NamedTuple):
 
 def files_range(files: Any, column: str) -> ColumnRange | None:
     """The rows of `files` and the range of `column` in them, read from the files' row-group
-    statistics (no data is read); None for a column that is not a timestamp of at most
-    microseconds or a date, a null in it, or a row group without statistics."""
-    if column not in files.schema.names:
-        return None
-    kind = files.schema.field(column).type
-    timestamp = pa.types.is_timestamp(kind) and kind.unit in ("s", "ms", "us")
-    if not (timestamp or pa.types.is_date(kind)):
+    statistics (no data is read); None for a column of a type `ranged_type` refuses, a null
+    in it, or a row group without statistics."""
+    if column not in files.schema.names or not ranged_type(files.schema.field(column).type):
         return None
     rows, lows, highs = 0, [], []
     for fragment in files.get_fragments():

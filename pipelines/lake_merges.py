@@ -103,17 +103,28 @@ def fixed_column(table_schema: Any) -> str | None:
 
 def value_range(data: Any, column: str) -> tuple[str, str] | None:
     """SQL literals of the smallest and largest value of `column` in `data` (an Arrow table);
-    None when it has no such column, a null in it, no row, or a type other than a timestamp
-    of at most microseconds or a date."""
+    None where `column_bounds` has none."""
+    found = column_bounds(data, column)
+    return None if found is None else (literal(found[0]), literal(found[1]))
+
+
+def column_bounds(data: Any, column: str) -> tuple[datetime | date, datetime | date] | None:
+    """The smallest and largest value of `column` in `data` (an Arrow table); None when it
+    has no such column, a null in it, no row, or a type `ranged_type` refuses."""
     if column not in data.column_names:
         return None
     values = data.column(column)
-    kind = values.type
-    timestamp = pa.types.is_timestamp(kind) and kind.unit in ("s", "ms", "us")
-    if not (timestamp or pa.types.is_date(kind)) or values.null_count or not len(values):
+    if not ranged_type(values.type) or values.null_count or not len(values):
         return None
     found = pc.min_max(values).as_py()
-    return literal(found["min"]), literal(found["max"])
+    return found["min"], found["max"]
+
+
+def ranged_type(kind: pa.DataType) -> bool:
+    """Whether a column of this Arrow type can bound a range here: a timestamp of at most
+    microseconds (a SQL literal's precision) or a date."""
+    timestamp = pa.types.is_timestamp(kind) and kind.unit in ("s", "ms", "us")
+    return timestamp or pa.types.is_date(kind)
 
 
 def literal(value: datetime | date) -> str:
@@ -173,12 +184,12 @@ def head_parts(rows: pa.Table, column: str) -> Iterator[pa.Table]:
     """`rows` as the files to write: the rows before their head and the head apart, where
     `lake_heads.head_begins` finds one (`column` a timestamp or date without a null); else
     `rows` whole. Each part is filtered from `rows` when it is written."""
-    values = rows.column(column)
-    found = pc.min_max(values).as_py() if value_range(rows, column) is not None else None
-    start = None if found is None else head_begins(rows.num_rows, found["min"], found["max"])
+    found = column_bounds(rows, column)
+    start = None if found is None else head_begins(rows.num_rows, *found)
     if start is None:
         yield rows
         return
+    values = rows.column(column)
     head = pc.greater_equal(values, pa.scalar(start, values.type))
     yield rows.filter(pc.invert(head))
     yield rows.filter(head)
