@@ -123,9 +123,10 @@ def test_the_rerun_after_a_crash_between_the_parts_holds_each_row_once(tmp_path:
     head_apart()
     load = loader(tmp_path, hinted=True)
     whole = spread(COUNT, "first")
-    older = whole.filter(pa.compute.less(whole.column("id"), 0))  # the schema, no row
-    for start in range(0, COUNT, DAYS):  # the rows before the head, as the first commit left
-        older = pa.concat_tables([older, whole.slice(start, HEAD_FIRST_DAY)])
+    # the rows before the head, as the first commit left them: days 0-66 of each 100 ids
+    older = pa.concat_tables(
+        [whole.slice(start, HEAD_FIRST_DAY) for start in range(0, COUNT, DAYS)]
+    )
     assert {day for _, day, _ in load(older)} == set(range(HEAD_FIRST_DAY))
     rerun = load(spread(COUNT, "rerun"))
     assert rerun == [(i, i % DAYS, "rerun") for i in range(COUNT)]
@@ -178,7 +179,8 @@ def test_rows_appended_beyond_the_stored_range_hold_their_head_apart(tmp_path: P
     ids = list(range(100, 100 + COUNT))
     days = [20 + i % (DAYS - 20) for i in range(COUNT)]
     after = load(rows(ids, days, "window"))
-    assert len(after) == 10 + COUNT
+    stored = [(i, i, "first") for i in range(10)]
+    assert after == stored + [(i, day, "window") for i, day in zip(ids, days, strict=True)]
     head = sum(1 for day in days if day >= HEAD_FIRST_DAY)
     assert files(tmp_path) == sorted(
         [(10, 0, 9), (COUNT - head, 20, HEAD_FIRST_DAY - 1), (head, HEAD_FIRST_DAY, DAYS - 1)]
