@@ -347,9 +347,7 @@ def planned_reads(
 ) -> Iterator[tuple[Endpoint, list[Scope]]]:
     """Each endpoint of this run with its scopes, discovered once and shared."""
     plan = ctx.plan
-    wanted = [
-        e for e in plan.edition.endpoints if e.level in plan.levels and e.resource in plan.resources
-    ]
+    wanted = plan.endpoints
     levels = {e.level for e in wanted}
     scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
     if levels & {"project", "repository", "user"}:

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import ssl
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,7 +44,7 @@ from .settings import (
     RETRY_HIGHEST,
     STATISTICS_PERIODS,
 )
-from .tables import EditionSpec
+from .tables import EditionSpec, Endpoint
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,23 @@ class RunPlan:
     client: RetryConfiguration
     credentials: Mapping[str, Any] = field(repr=False)
     ca_bundle: str | None = None  # the CAs' PEM file for HTTPS; None: requests' default
+
+    @cached_property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The edition's endpoints this run reads: those of its levels and resources."""
+        return tuple(
+            e
+            for e in self.edition.endpoints
+            if e.level in self.levels and e.resource in self.resources
+        )
+
+    @cached_property
+    def shared_children(self) -> frozenset[str]:
+        """The child tables that more than one endpoint of the run writes (a commit's parents,
+        where its list is read at several levels): their rows are yielded once per parent for
+        the whole run; another child table's, once per read of a scope, like its parent's."""
+        writers = Counter(child.table for e in self.endpoints for child in e.children)
+        return frozenset(table for table, count in writers.items() if count > 1)
 
     @cached_property
     def api_base(self) -> str:

@@ -230,6 +230,27 @@ def test_valid_config_defaults() -> None:
     assert "t0ken" not in repr(plan)
 
 
+@pytest.mark.parametrize(
+    ("levels", "resources", "shared"),
+    [
+        ("workspace,repository,user", "commits,pull_requests", {"cloud_commit_parents"}),
+        ("repository,user", "commits", {"cloud_commit_parents"}),
+        ("repository", "commits,pull_requests", set()),
+        ("user", "commits", set()),
+        ("workspace,repository,user", "pull_requests,users", set()),
+    ],
+)
+def test_shared_children_are_those_several_endpoints_write(
+    levels: str, resources: str, shared: set[str]
+) -> None:
+    """A child table is held for the whole run only where more than one endpoint of the run
+    writes it (a commit's parents read at several levels); else per read of a scope."""
+    plan = build_plan(CLOUD, {**VALID, "levels": levels, "resources": resources}, NOW)
+    assert plan.shared_children == shared
+    assert {e.level for e in plan.endpoints} <= set(levels.split(","))
+    assert {e.resource for e in plan.endpoints} == set(resources.split(","))
+
+
 def test_valid_config_values_are_parsed() -> None:
     """Lists from comma strings, numbers from strings, retry settings into the client's."""
     plan = build_plan(
