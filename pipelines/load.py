@@ -203,6 +203,10 @@ def extract_run(
     legacy = legacy_pipeline(pipeline)  # before this run records its source
     source = repo_analytics(report=report, **source_args)
     pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+    # what the reads freed (their pages, the keys they held) back to the system before the
+    # load, which a backfill runs beside its next read: the large self-hosted year's RSS
+    # after a half-year window's read 303 -> 231 MB
+    pa.default_memory_pool().release_unused()
     import_once(pipeline)  # a first run's pin, written by this extract (its schema as it is)
     return ExtractedRun(pipeline, report, settings, wait, legacy)
 
