@@ -273,10 +273,11 @@ def row_keys(table: pa.Table, names: list[str]) -> list[bytes]:
     bytes.
 
     What a list read holds: a page's keys against its scope's (the level's own table, held
-    for one read of the scope) and its parents' against the run's (child tables: one key
-    per parent, see `readers.with_children`). Python's digests of them took ~60 % more of
-    the keys' cost for ~45 bytes less a key; a CSV export's millions of keys are held as
-    Arrow arrays of digests instead (`export_keys`).
+    for one read of the scope) and its parents' against the run's or, where one endpoint
+    writes the child table, the read's (one key per parent, see `readers.with_children`).
+    Python's digests of them took ~60 % more of the keys' cost for ~45 bytes less a key; a
+    CSV export's millions of keys are held as Arrow arrays of digests instead
+    (`export_keys`).
     """
     if table.num_rows > SMALL_KEY_ROWS or not all(
         text_as_is(table.schema.field(name).type) for name in names
