@@ -112,11 +112,10 @@ def resource_shapes(source_args: dict[str, Any]) -> Any:
     settings = resolve_settings(source_args)
     spec = edition_spec(settings.edition)
     plan = build_plan(spec, {**settings, "backfill": True})
-    wanted = [e for e in spec.endpoints if e.level in plan.levels and e.resource in plan.resources]
 
     @dlt.source(name="repo_analytics")
     def shapes() -> Iterator[Any]:
-        for endpoint in wanted:
+        for endpoint in plan.endpoints:
             yield dlt.resource(iter(()), name=endpoint.name, table_name=endpoint.table)
 
     return shapes()
