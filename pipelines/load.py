@@ -31,6 +31,7 @@ from pipelines.duckdb_file import (
     waiting,
     without_file_keys,
 )
+from pipelines.duckdb_merges import merges_from_files
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
 from pipelines.lake_first_writes import head_apart
@@ -243,7 +244,9 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     """What every load of ours needs of dlt, set before a package is made or loaded: rows
     stamped with their load's id, the load loop woken for jobs finished on creation, merges
     deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
-    TypedDict's hints once (`pipelines/type_hints.py`); into Delta tables, Parquet row groups
+    TypedDict's hints once (`pipelines/type_hints.py`); into DuckDB, merges reading the
+    package's Parquet files with no staging copy (`pipelines/duckdb_merges.py`); into Delta
+    tables, Parquet row groups
     of a bounded size (`pipelines/lake_writes.py`), merges that read only the target's
     range of a fixed column and append the rows beyond it (`pipelines/lake_merges.py`), and a
     large write's recent head in a file of its own (`pipelines/lake_heads.py`; a first write's
@@ -253,6 +256,8 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     delete_by_merge_key()
     cache_validation_hints()
     destination = pipeline.destination
+    if destination is not None and destination.destination_name == "duckdb":
+        merges_from_files()
     if destination is not None and destination.destination_name == "filesystem":
         small_row_groups()
         ranged_merges()

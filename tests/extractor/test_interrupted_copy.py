@@ -1,11 +1,14 @@
-"""A load killed right after a file's copy into staging, before dlt recorded the copy's end.
+"""A load killed right after a merge's commit or a file's copy into staging, before dlt
+recorded the job's end.
 
-The source declares its tables' staged rows de-duplicated (dlt's `deduplicated`: the merges
-insert them as they are). A run killed between the commit of a copy into the staging table
-and dlt's record of that job's end leaves the job started; the next run copies the file
-again and the staging table holds its rows twice. `repo-analytics load` runs here in a
-process whose dlt copy job kills the process (SIGKILL) just after its copy of one table
-commits; the rerun must land the package with each natural key once and the tables of a
+Into DuckDB a merge reads the package's Parquet files itself (`pipelines/duckdb_merges.py`):
+killed between the merge's commit and dlt's record of it, the rerun runs the merge again,
+which deletes what the first inserted. Where dlt copies a file into the staging table first
+(a path a SQL job cannot carry, other destinations), the source's declaration that staged
+rows are de-duplicated (dlt's `deduplicated`: the merges insert them as they are) would let a
+copy run twice land its rows twice (`pipelines/interrupted.py`). `repo-analytics load` runs
+here in a process whose dlt job kills the process (SIGKILL) just after one table's merge or
+copy commits; the rerun must land the package with each natural key once and the tables of a
 clean run (a tiny cloud host: real HTTP, a real DuckDB file).
 """
 
@@ -46,6 +49,20 @@ from pipelines.cli import console
 sys.argv = ["repo-analytics", *sys.argv[2:]]
 console()
 """
+# dlt's SQL job, killed right after TABLE's merge (its transaction) committed
+KILLED_AFTER_MERGE = """
+import os, signal, sys
+from dlt.destinations.job_client_impl import SqlLoadJob
+merge, table = SqlLoadJob.run, sys.argv[1]
+def run(self):
+    merge(self)
+    if self.load_table_name == table:
+        os.kill(os.getpid(), signal.SIGKILL)
+SqlLoadJob.run = run
+from pipelines.cli import console
+sys.argv = ["repo-analytics", *sys.argv[2:]]
+console()
+"""
 
 
 @pytest.fixture
@@ -53,12 +70,13 @@ def host(make_sim: MakeSim) -> Iterator[Simulator]:
     yield make_sim(edition="cloud", size="tiny")
 
 
-def killed_after_copy(sim: Simulator, path: Path) -> subprocess.CompletedProcess[str]:
+def killed_after(script: str, sim: Simulator, path: Path) -> subprocess.CompletedProcess[str]:
+    """`repo-analytics load` of the crash window into `path`, in a process `script` kills."""
     path.mkdir(parents=True)
     flags = ["--duckdb", str(path / "data.duckdb"), "--pipelines-dir", str(path / "pipelines")]
     flags += ["--schemas-dir", str(path / "schemas"), "load", *CRASH_WINDOW]
     return subprocess.run(
-        [sys.executable, "-c", KILLED_AFTER_COPY, TABLE, *flags],
+        [sys.executable, "-c", script, TABLE, *flags],
         env=cli_env(sim),
         cwd=path,
         capture_output=True,
@@ -67,30 +85,42 @@ def killed_after_copy(sim: Simulator, path: Path) -> subprocess.CompletedProcess
     )
 
 
-def started_without_record(package: Path) -> list[str]:
-    """Copy jobs of the package that started and left no record of their end."""
+def started_without_record(package: Path, job_format: str) -> list[str]:
+    """Tables of the package's jobs of `job_format` that started and left no record of
+    their end."""
     records = package / "pending_transitions"
     return sorted(
         job.name.split(".")[0]
         for job in (package / "started_jobs").iterdir()
-        if not job.name.endswith(".sql") and not (records / job.name).exists()
+        if job.name.endswith("." + job_format) and not (records / job.name).exists()
     )
 
 
-def test_a_copy_run_twice_after_a_kill_lands_each_key_once(host: Simulator, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("script", "folder", "job_format"),
+    [
+        (KILLED_AFTER_MERGE, "crashed", "sql"),
+        # a `;` in the working folders' path: dlt copies the files into staging first
+        (KILLED_AFTER_COPY, "crashed;copied", "parquet"),
+    ],
+    ids=["merge", "copy"],
+)
+def test_a_job_run_twice_after_a_kill_lands_each_key_once(
+    host: Simulator, tmp_path: Path, script: str, folder: str, job_format: str
+) -> None:
     clean = run_cli(host, tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr
     expected = contents(tmp_path / "clean" / "data.duckdb")
     assert expected[TABLE], "the window holds commits"
 
-    path = tmp_path / "crashed"
-    killed = killed_after_copy(host, path)
+    path = tmp_path / folder
+    killed = killed_after(script, host, path)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    # the case guarded: the package pending, TABLE's copy committed and not recorded (the
+    # the case guarded: the package pending, TABLE's job committed and not recorded (the
     # other job of the load's two at a time may be under way too)
     (load_id,) = packages(path / "pipelines")["normalized"]
     package = path / "pipelines" / "repo_analytics" / "load" / "normalized" / load_id
-    assert TABLE in started_without_record(package)
+    assert TABLE in started_without_record(package, job_format)
     schema = json.loads((package / "schema.json").read_text())
     assert schema["tables"][TABLE]["x-stage-data-deduplicated"] is True
 
