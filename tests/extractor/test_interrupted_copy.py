@@ -34,35 +34,29 @@ from tests.extractor.test_views_crash import (
     run_cli,
 )
 
-TABLE = "cloud_commits"  # the table whose copy the kill follows
-# dlt's DuckDB copy job, killed right after its copy of TABLE committed: a run of the CLI
-KILLED_AFTER_COPY = """
+TABLE = "cloud_commits"  # the table whose job the kill follows
+# a run of the CLI whose dlt job class `{job}` (of `{module}`) kills the process (SIGKILL)
+# right after its run for TABLE committed
+KILLED_AFTER = """
 import os, signal, sys
-from dlt.destinations.impl.duckdb.duck import DuckDbCopyJob
-copy, table = DuckDbCopyJob.run, sys.argv[1]
+from {module} import {job} as job
+job_run, table = job.run, sys.argv[1]
 def run(self):
-    copy(self)
+    job_run(self)
     if self.load_table_name == table:
         os.kill(os.getpid(), signal.SIGKILL)
-DuckDbCopyJob.run = run
+job.run = run
 from pipelines.cli import console
 sys.argv = ["repo-analytics", *sys.argv[2:]]
 console()
 """
-# dlt's SQL job, killed right after TABLE's merge (its transaction) committed
-KILLED_AFTER_MERGE = """
-import os, signal, sys
-from dlt.destinations.job_client_impl import SqlLoadJob
-merge, table = SqlLoadJob.run, sys.argv[1]
-def run(self):
-    merge(self)
-    if self.load_table_name == table:
-        os.kill(os.getpid(), signal.SIGKILL)
-SqlLoadJob.run = run
-from pipelines.cli import console
-sys.argv = ["repo-analytics", *sys.argv[2:]]
-console()
-"""
+# dlt's copy of a file into DuckDB's staging table; dlt's SQL job (a merge, one transaction)
+KILLED_AFTER_COPY = KILLED_AFTER.format(
+    module="dlt.destinations.impl.duckdb.duck", job="DuckDbCopyJob"
+)
+KILLED_AFTER_MERGE = KILLED_AFTER.format(
+    module="dlt.destinations.job_client_impl", job="SqlLoadJob"
+)
 
 
 @pytest.fixture
