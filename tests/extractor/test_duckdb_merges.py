@@ -120,3 +120,4 @@ def test_installed_once() -> None:
     installed = DuckDbClient.create_load_job
     merges_from_files()
     assert DuckDbClient.create_load_job is installed
+    assert getattr(installed, "from_files", False)
