@@ -11,11 +11,12 @@ job a table. A year of the medium self-hosted commits' last window, alone on one
 0.11-0.13 s CPU against 0.21-0.29 s through staging (its parents 0.06-0.10 s against
 0.09-0.14 s).
 
-A file of another format, a path the SQL file of a follow-up job cannot carry (a `;` or a line
-break: dlt splits the file there), a table with nested tables, or a merge other than
-delete-insert: dlt's way, through the staging table. A crash before the follow-up job ran
-leaves it in the package with the files it names, which dlt keeps until the package is loaded:
-the rerun runs it then.
+A file of another format (its rows staged, the staging table read with the files), a path the
+SQL file of a follow-up job cannot carry (a `;` or a line break: dlt splits the file there), a
+table with nested tables, a merge other than delete-insert, or a client derived from DuckDB's
+(MotherDuck's: not measured here): dlt's way, through the staging table. A crash before the
+follow-up job ran leaves it in the package with the files it names, which dlt keeps until the
+package is loaded: the rerun runs it then.
 """
 
 from __future__ import annotations
