@@ -30,8 +30,13 @@ LOCK_NAMESPACE = "repo_analytics load "
 # 20 at once, and under the then 150MB default their commits failed to pin memory and were retried
 # (a large self-hosted year: 46 retries, each a traceback in the output). Two at a time: none
 # on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
-# one at a time: +5.7 %).
-DUCKDB_LOAD_WORKERS = 2
+# one at a time: +5.7 %). Since a merge reads the load's files itself (no copies into staging
+# beside it, `pipelines/duckdb_merges.py`), one at a time, with DuckDB's threads to itself:
+# medium lists years 0.94-0.97x the wall time (self-hosted, 3 interleaved pairs) and
+# 0.87-1.00x (cloud), the self-hosted default settings 0.98-0.99x (2 pairs), their nightly
+# 0.92-1.05x (3 pairs); the large year's default settings 141 s against 145 s, 376 MB against
+# 364-370 MB (one run each).
+DUCKDB_LOAD_WORKERS = 1
 # Delta tables on this machine's disks: each job a deltalake merge, native work that scans its
 # target table, all of them at once under dlt's default. Two at a time, the medium self-hosted
 # year of default settings peaked at 637-645 MB instead of 780-856 MB, in 0.89-0.97x the wall
@@ -140,7 +145,7 @@ def locked_load(pipeline: dlt.Pipeline) -> Any:
 
 def load_workers(pipeline: dlt.Pipeline, client_config: Any) -> int:
     """The jobs a load of `pipeline` (its destination client's configuration given) runs at
-    once: into DuckDB, or into Delta tables on this machine's disks, two; elsewhere dlt's
+    once: into DuckDB one, into Delta tables on this machine's disks two; elsewhere dlt's
     default. dlt's `load.workers` setting wins."""
     if destination_name(pipeline) == "duckdb":
         return DUCKDB_LOAD_WORKERS
