@@ -57,19 +57,16 @@ def merges_from_files() -> None:
             self: DuckDbClient, table_chain: Sequence[Any], completed: Sequence[Any] | None = None
         ) -> Any:
             root = table_chain[0]
-            files = [
+            own = [
                 job.file_path
                 for job in completed or ()
                 if job.job_file_info.table_name == root["name"]
-                and read_directly(self, root, job.file_path)
             ]
-            if not files or len(table_chain) != 1:
+            files = [path for path in own if read_directly(self, root, path)]
+            if not files:  # none handed on (a table with nested tables among them)
                 return followups(self, table_chain, completed)
-            staged = any(
-                job.job_file_info.table_name == root["name"] and job.file_path not in files
-                for job in completed or ()
-            )
-            return [merge_job(self, root, files, staged)]
+            # the table's other files were copied into its staging table
+            return [merge_job(self, root, files, staged=len(files) < len(own))]
 
         handing_on.from_files = True  # type: ignore[attr-defined]
         DuckDbClient.create_load_job = handing_on  # type: ignore[method-assign]

@@ -246,11 +246,11 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
     TypedDict's hints once (`pipelines/type_hints.py`); into DuckDB, merges reading the
     package's Parquet files with no staging copy (`pipelines/duckdb_merges.py`); into Delta
-    tables, Parquet row groups
-    of a bounded size (`pipelines/lake_writes.py`), merges that read only the target's
-    range of a fixed column and append the rows beyond it (`pipelines/lake_merges.py`), and a
-    large write's recent head in a file of its own (`pipelines/lake_heads.py`; a first write's
-    in `pipelines/lake_first_writes.py`). Idempotent."""
+    tables, Parquet row groups of a bounded size (`pipelines/lake_writes.py`), merges that
+    read only the target's range of a fixed column and append the rows beyond it
+    (`pipelines/lake_merges.py`), and a large write's recent head in a file of its own
+    (`pipelines/lake_heads.py`; a first write's in `pipelines/lake_first_writes.py`).
+    Idempotent."""
     stamp_load_ids()
     wake_on_finished_jobs()
     delete_by_merge_key()
