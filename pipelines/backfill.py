@@ -309,7 +309,10 @@ def run_backfill(
         if prefetch is not None:  # the reconciliation checks the windows of the lists
             prefetch.start([r for outcome, r in loads.reads if not outcome.exports])
     finally:
-        loads.land()  # a failure while reading a window: the window before it lands first
+        try:
+            loads.land()  # a failure while reading a window: the window before it lands first
+        finally:
+            discovery.close()  # a failure: the later slices' parts still under way
     if pipeline.destination.destination_name == "duckdb":
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import partial
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
 from .context import ReadContext, Scope
 from .dates import wire
-from .fanin import fan_in
 from .mapping import to_arrow
 from .readers import directory_items, endpoint_pages, list_page_size
 from .tables import Endpoint
@@ -70,10 +69,12 @@ def discover(
     until: datetime | None = None,
     resources: Sequence[str] | None = None,
     keep: bool = False,
+    stop: threading.Event | None = None,
 ) -> Discovered:
     """Repositories and users with activity in [since, until) (until: the run's end), from
     the top-level lists of the run's resource families (or `resources`); `keep`: their pages
-    are kept for the top-level resource's read of the same request (`endpoint_pages`)."""
+    are kept for the top-level resource's read of the same request (`endpoint_pages`);
+    `stop`, once set, ends the read at the next page (what was found so far is returned)."""
     plan, spec = ctx.plan, ctx.plan.edition
     found = Discovered()
     top = top_scope(ctx)
@@ -99,6 +100,8 @@ def discover(
             keep,
             None if keep else tuple(key_columns),
         ):
+            if stop is not None and stop.is_set():
+                return found
             table = to_arrow(items, key_columns, {})
             found.repositories.update(
                 zip(*(table.column(name).to_pylist() for name in spec.repository_key), strict=True)
@@ -151,12 +154,15 @@ class RangeDiscovery:
     scopes those of all slices, so what a window reads does not depend on which windows ran
     before it, or at the same time, and no slice is read twice.
 
-    The first ask reads every slice of the families asked (a window: its own and the later
-    ones) not read yet, `concurrency` at once: a slice's pages follow one another (each
-    page's link or start leads to the next), so a slice alone keeps one request open, and a
-    remote host's latency adds up page after page (with 20 ms added to every answer, the
-    medium cloud lists' year spent 10.7 s of its 22 s in discovery). Later asks take what was
-    read.
+    A slice's pages follow one another (each page's link or start leads to the next), so a
+    slice alone keeps one request open, and a remote host's latency adds up page after page
+    (with 20 ms added to every answer, the medium cloud lists' year spent 10.7 s of its 22 s
+    in discovery): each slice is read in `concurrency` consecutive parts at once. The first
+    ask reads its window's slice and leaves the later slices to read in the background,
+    `concurrency` parts at once, in window order: discovery, bound by the host, runs while
+    the windows' pages, bound by this process, are turned into tables (on the medium cloud
+    lists the year's discovery took 1.5 s of ~5 s before the first window's first page).
+    `close` stops what is left.
     """
 
     start: datetime
@@ -164,9 +170,13 @@ class RangeDiscovery:
     # the backfill's resource families: its CSV exports' window reads no list of its own
     resources: tuple[str, ...] | None = None
     windows: tuple[tuple[datetime, datetime], ...] = ()  # the slices; none: the whole range
-    _slices: dict[tuple[datetime, datetime, str], Discovered] = field(default_factory=dict)
-    _reading: dict[tuple[datetime, datetime, str], threading.Lock] = field(default_factory=dict)
+    # each slice and family: its parts, read or being read
+    _parts: dict[tuple[datetime, datetime, str], list[Future[Discovered]]] = field(
+        default_factory=dict
+    )
+    _pool: ThreadPoolExecutor | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: threading.Event = field(default_factory=threading.Event)
 
     def spans(self, start: datetime, until: datetime) -> bool:
         """Whether [start, until) is this whole range."""
@@ -182,51 +192,66 @@ class RangeDiscovery:
     def window(
         self, ctx: ReadContext, start: datetime, until: datetime, resources: Sequence[str]
     ) -> Discovered:
-        """The scopes active in the slice [start, until) in the lists of `resources`."""
-        self._read_all(ctx, resources, start)
+        """The scopes active in the slice [start, until) in the lists of `resources`; the
+        later slices go on being read in the background."""
+        self._ask(ctx, resources, start)
         found = Discovered()
         for family in discovery_families(resources):
-            found.add(self._slice(ctx, start, until, family))
+            for part in self._parts[start, until, family]:
+                found.add(part.result())
         return found
 
     def discovered(self, ctx: ReadContext) -> Discovered:
         """The scopes active anywhere in the range, in the lists of the range's families."""
         resources = ctx.plan.resources if self.resources is None else self.resources
-        self._read_all(ctx, resources)
+        self._ask(ctx, resources)
         found = Discovered()
         for start, until in self.slices():
             found.add(self.window(ctx, start, until, resources))
         return found
 
-    def _read_all(
+    def close(self) -> None:
+        """Drop the parts not read yet and stop those under way at their next page (a
+        failed or interrupted backfill need not wait for the later slices)."""
+        self._closed.set()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _ask(
         self, ctx: ReadContext, resources: Sequence[str], onward: datetime | None = None
     ) -> None:
-        """The slices of the families of `resources` not read yet (those from `onward` on:
-        the windows before it ran already, or a rerun skips them), `concurrency` at once."""
-        keys = [
-            (start, until, family)
-            for start, until in self.slices()
-            for family in discovery_families(resources)
-            if (start, until, family) not in self._slices and (onward is None or start >= onward)
-        ]
-
-        def read(key: tuple[datetime, datetime, str]) -> Iterator[Discovered]:
-            yield self._slice(ctx, *key)
-
-        for _ in fan_in(
-            [partial(read, key) for key in keys], ctx.plan.concurrency, turn=ctx.client.turn
-        ):
-            pass
-
-    def _slice(self, ctx: ReadContext, start: datetime, until: datetime, family: str) -> Discovered:
-        key = (start, until, family)
+        """Start reading the slices of the families of `resources` not asked yet (those from
+        `onward` on: the windows before it ran already, or a rerun skips them), in order."""
+        concurrency = ctx.plan.concurrency
         with self._lock:
-            reading = self._reading.setdefault(key, threading.Lock())
-        with reading:
-            if key not in self._slices:
-                since = start - ctx.plan.cursor_slack(True)
-                self._slices[key] = discover(ctx, since, until, [family])
-            return self._slices[key]
+            for start, until in self.slices():
+                if onward is not None and start < onward:
+                    continue
+                for family in discovery_families(resources):
+                    if (start, until, family) in self._parts:
+                        continue
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(concurrency, "repo_analytics_discovery")
+                    since = start - ctx.plan.cursor_slack(True)
+                    self._parts[start, until, family] = [
+                        self._pool.submit(self._read_part, ctx, a, b, family)
+                        for a, b in parts(since, until, concurrency)
+                    ]
+
+    def _read_part(
+        self, ctx: ReadContext, since: datetime, until: datetime, family: str
+    ) -> Discovered:
+        with ctx.client.turn.held():  # the reading threads take turns at Python work
+            return discover(ctx, since, until, [family], stop=self._closed)
+
+
+def parts(since: datetime, until: datetime, count: int) -> list[tuple[datetime, datetime]]:
+    """[since, until) cut in up to `count` consecutive spans of whole seconds."""
+    seconds = int((until - since).total_seconds())
+    cuts = sorted({since + timedelta(seconds=seconds * i // count) for i in range(count)})
+    return list(zip(cuts, [*cuts[1:], until], strict=True))
 
 
 def project_scope(ctx: ReadContext, key: str) -> Scope:

@@ -572,6 +572,7 @@ def test_windows_read_only_their_range(backfilled: Backfilled) -> None:
     b = backfilled
     ends = {end: start for start, end in b.windows}
     seen: Counter[datetime] = Counter()
+    parts: dict[str, set[tuple[datetime, datetime]]] = {}  # discovery's, by endpoint
     asked = Counter((e["path"], tuple(sorted(e["params"].items()))) for e in b.first_log)
     assert [r for r, times in asked.items() if times > 1] == []
     whole = (SINCE - SLACK, CLOCK)  # the range, which the windows' slices cover
@@ -582,19 +583,32 @@ def test_windows_read_only_their_range(backfilled: Backfilled) -> None:
             continue
         endpoint = entry["endpoint"]
         if ".list." in endpoint:
-            assert span[1] in ends, entry
-            start = ends[span[1]]
-            assert start - SLACK <= span[0] < span[1], entry  # discovery: 26 h wider
             if endpoint.endswith(".repository"):  # exactly the window (cloud commits: wider)
+                assert span[1] in ends, entry
+                start = ends[span[1]]
                 wider = b.edition == "cloud" and endpoint.startswith("commits")
                 assert span[0] == (start - SLACK if wider else start), entry
-            seen[span[1]] += 1
+                seen[span[1]] += 1
+            else:  # discovery: the window 26 h wider, in parts read at once (below)
+                parts.setdefault(endpoint, set()).add(span)
         elif ".csv." in endpoint:  # exports: exactly their window, the whole backfill
             assert span == (SINCE, CLOCK), entry
         else:  # statistics: whole weeks, the week of the window's start first
             assert span[0].weekday() == 0 and span[0].time() == datetime.min.time(), entry
             assert span[1] - span[0] == WEEK, entry
     assert set(seen) == set(ends)
+    # each window's discovery: consecutive parts from its start less 26 h to its end, and
+    # no other discovery request
+    assert parts
+    for endpoint, spans in parts.items():
+        for end, start in ends.items():
+            reached = start - SLACK
+            while reached != end:
+                (span,) = [s for s in spans if s[0] == reached]
+                spans.remove(span)
+                reached = span[1]
+                assert reached <= end, (endpoint, span)
+        assert spans == set(), endpoint
 
 
 def test_resume_requests_nothing(backfilled: Backfilled) -> None:
@@ -954,6 +968,21 @@ def window_read(entry: Mapping[str, Any], ends: list[datetime]) -> int | None:
     return ends.index(span[1]) + 1
 
 
+def windows_asked(entry: Mapping[str, Any], ends: list[datetime]) -> int | None:
+    """The window (from 1) whose repository list or discovery (a part of the window's slice,
+    from 26 h before it) `entry` asked for; None for a request of no window."""
+    span = dated(entry)
+    if span is None or ".list." not in entry["endpoint"]:
+        return None
+    starts = [ends[0] - timedelta(days=20), *ends[:-1]]
+    inside = [
+        i
+        for i, (start, end) in enumerate(zip(starts, ends, strict=True), 1)
+        if start - SLACK <= span[0] and span[1] <= end
+    ]
+    return inside[-1] if inside else None
+
+
 def run_and_kill(
     args: list[str],
     env: Mapping[str, str],
@@ -1073,9 +1102,9 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
             )
             assert killed.finished, "each run is killed after a window finished"
             assert killed.skipped >= finished, "a window seen finished was not skipped"
-            assert not {dated(e)[1] for e in killed.log if dated(e)} & {
-                ends[i - 1] for i in killed.skipped
-            }, "a finished window was requested again"
+            assert not {windows_asked(e, ends) for e in killed.log} & killed.skipped, (
+                "a finished window was requested again"
+            )
             finished |= killed.finished | killed.skipped
         assert len(finished) < KILL_WINDOWS, "the kills left no work for the rerun"
 
@@ -1089,8 +1118,10 @@ def test_kill_9_and_resume(tmp_path: Path) -> None:
         skipped = {i for i, v in numbered.items() if "skipped" in v[2]}
         assert skipped >= finished
         assert f"{KILL_WINDOWS} windows, {len(skipped)} already finished before" in done.stdout
-        requested = {dated(e)[1] for e in log_since(sim, before) if dated(e)}
-        assert requested == {ends[i - 1] for i in range(1, KILL_WINDOWS + 1) if i not in skipped}
+        rerun = log_since(sim, before)
+        unfinished = {i for i in range(1, KILL_WINDOWS + 1) if i not in skipped}
+        assert {window_read(e, ends) for e in rerun} - {None} == unfinished
+        assert {windows_asked(e, ends) for e in rerun} - {None} == unfinished
 
         db_file = tmp_path / "data.duckdb"
         assert_tables_equal_truth(

@@ -5,18 +5,21 @@ pages a list; a longer list is read again by its resource, and nothing is lost e
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.context import ReadContext
+from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import EDITION_SPECS
 from sources.repo_analytics.plan import build_plan
 from sources.repo_analytics.readers import endpoint_pages
 from sources.repo_analytics.report import RunReport
-from sources.repo_analytics.scopes import discover
+from sources.repo_analytics.scopes import RangeDiscovery, discover
 from sources.repo_analytics.settings import KEPT_PAGES_MOST
+from sources.repo_analytics.transport import HostGate
 from tests.extractor.helpers import run_with_log, snapshot
 from tests.extractor.server_load import truth as server_truth
 
@@ -89,3 +92,49 @@ def test_a_discovery_of_keys_alone_finds_what_whole_pages_show(
         endpoint = next(e for e in plan.edition.endpoints if e.paging is not None)
         ctx = ReadContext(plan, client, client.report)
         next(iter(endpoint_pages(ctx, endpoint, "/x", {}, 10, "x", True, endpoint.columns)))
+
+
+def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
+    make_sim: Any, loader: Any
+) -> None:
+    """A backfill's range discovery: a window's slice, read in parts, finds what one read of
+    the slice finds; the later slices are read in the background, never more than the
+    host's `concurrency` requests open; closing it stops their parts at their next page
+    (with 0.2 s added to every top-level list page, far fewer pages than the later slices
+    have are asked after the first window's slice)."""
+    sim = make_sim(edition="server", size="small")
+    args = loader(sim).source_args(resources="commits,pull_requests", page_size=2)
+    plan = build_plan(EDITION_SPECS["server"], args, args["now"])  # the simulator's clock
+    client = edition_client(plan, RunReport(), HostGate(plan.concurrency))
+    ctx = ReadContext(plan, client, client.report)
+    start = plan.until - timedelta(days=6)
+    slices = ((start, start + timedelta(days=2)), (start + timedelta(days=2), plan.until))
+    slack = plan.cursor_slack(True)
+    whole_slices = [discover(ctx, since - slack, until) for since, until in slices]
+    assert whole_slices[0].repositories and whole_slices[1].repositories
+
+    in_full = RangeDiscovery(start, plan.until, tuple(plan.resources), slices)
+    try:
+        assert in_full.window(ctx, *slices[0], plan.resources) == whole_slices[0]
+        assert in_full.window(ctx, *slices[1], plan.resources) == whole_slices[1]
+    finally:
+        in_full.close()
+    later_pages = sum(
+        1
+        for e in sim.requests(since=0)["log"]
+        if e["endpoint"].endswith(".global") and e["params"].get("untilDate") == wire(plan.until)
+    )
+
+    sim.set_faults({"rules": [{"kind": "slow", "rate": 1, "slow_seconds": 0.2, "match": "global"}]})
+    before = sim.requests()["total"]
+    closed = RangeDiscovery(start, plan.until, tuple(plan.resources), slices)
+    try:
+        assert closed.window(ctx, *slices[0], plan.resources) == whole_slices[0]
+        at_close = sim.requests()["total"]
+    finally:
+        closed.close()
+    after = sim.requests()["total"]
+    assert sim.requests()["open_max"] <= plan.concurrency
+    # each part under way asks at most the page it is on; the later slice has many more
+    assert after - at_close <= plan.concurrency < later_pages / 2, (at_close, after, later_pages)
+    assert at_close > before
