@@ -159,10 +159,11 @@ class RangeDiscovery:
     (with 20 ms added to every answer, the medium cloud lists' year spent 10.7 s of its 22 s
     in discovery): each slice is read in `concurrency` consecutive parts at once. The first
     ask reads its window's slice and leaves the later slices to read in the background,
-    `concurrency` parts at once, in window order: discovery, bound by the host, runs while
-    the windows' pages, bound by this process, are turned into tables (on the medium cloud
-    lists the year's discovery took 1.5 s of ~5 s before the first window's first page).
-    `close` stops what is left.
+    `concurrency` parts at once, in window order, within the same open-request bound as the
+    windows' reads: the first window starts after its own slice, not the whole range's (the
+    medium cloud lists: ~0.2 s instead of ~1.5 s), and discovery's waits on the host overlap
+    the windows' work (with 20 ms added to every answer, the lists' year 0.89-0.93x the time).
+    `close` stops what is left, for good (an ask after it is an error).
     """
 
     start: datetime
@@ -226,6 +227,8 @@ class RangeDiscovery:
         `onward` on: the windows before it ran already, or a rerun skips them), in order."""
         concurrency = ctx.plan.concurrency
         with self._lock:
+            if self._closed.is_set():
+                raise RuntimeError("the backfill's discovery was closed")
             for start, until in self.slices():
                 if onward is not None and start < onward:
                     continue

@@ -101,7 +101,7 @@ def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
     the slice finds; the later slices are read in the background, never more than the
     host's `concurrency` requests open; closing it stops their parts at their next page
     (with 0.2 s added to every top-level list page, far fewer pages than the later slices
-    have are asked after the first window's slice)."""
+    have are asked after the first window's slice), and for good."""
     sim = make_sim(edition="server", size="small")
     args = loader(sim).source_args(resources="commits,pull_requests", page_size=2)
     plan = build_plan(EDITION_SPECS["server"], args, args["now"])  # the simulator's clock
@@ -138,3 +138,6 @@ def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
     # each part under way asks at most the page it is on; the later slice has many more
     assert after - at_close <= plan.concurrency < later_pages / 2, (at_close, after, later_pages)
     assert at_close > before
+    with pytest.raises(RuntimeError, match="closed"):  # for good: nothing is asked again
+        closed.window(ctx, *slices[1], plan.resources)
+    assert sim.requests()["total"] == after
