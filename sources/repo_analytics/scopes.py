@@ -141,6 +141,11 @@ def nightly_discovery(ctx: ReadContext, resource_states: Mapping[str, Any]) -> D
     return found
 
 
+# a week: a year's slices in 1-day windows read as before (one request a slice and family at
+# least, not one a part), a quarter's in 4 parts
+SHORTEST_PART = timedelta(days=7)
+
+
 @dataclass
 class RangeDiscovery:
     """Discovery over a whole backfill range, read once and shared by all its windows.
@@ -157,7 +162,8 @@ class RangeDiscovery:
     A slice's pages follow one another (each page's link or start leads to the next), so a
     slice alone keeps one request open, and a remote host's latency adds up page after page
     (with 20 ms added to every answer, the medium cloud lists' year spent 10.7 s of its 22 s
-    in discovery): each slice is read in `concurrency` consecutive parts at once. The first
+    in discovery): each slice is read in `concurrency` consecutive parts at once (none
+    shorter than `SHORTEST_PART`: a part costs a request even where it holds nothing). The first
     ask reads its window's slice and leaves the later slices to read in the background,
     `concurrency` parts at once, in window order, within the same open-request bound as the
     windows' reads: the first window starts after its own slice, not the whole range's (the
@@ -238,9 +244,10 @@ class RangeDiscovery:
                     if self._pool is None:
                         self._pool = ThreadPoolExecutor(concurrency, "repo_analytics_discovery")
                     since = start - ctx.plan.cursor_slack(True)
+                    count = max(1, min(concurrency, (until - since) // SHORTEST_PART))
                     self._parts[start, until, family] = [
                         self._pool.submit(self._read_part, ctx, a, b, family)
-                        for a, b in parts(since, until, concurrency)
+                        for a, b in parts(since, until, count)
                     ]
 
     def _read_part(

@@ -103,12 +103,12 @@ def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
     (with 0.2 s added to every top-level list page, far fewer pages than the later slices
     have are asked after the first window's slice), and for good."""
     sim = make_sim(edition="server", size="small")
-    args = loader(sim).source_args(resources="commits,pull_requests", page_size=2)
+    args = loader(sim).source_args(resources="commits,pull_requests", page_size=20)
     plan = build_plan(EDITION_SPECS["server"], args, args["now"])  # the simulator's clock
     client = edition_client(plan, RunReport(), HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, client.report)
-    start = plan.until - timedelta(days=6)
-    slices = ((start, start + timedelta(days=2)), (start + timedelta(days=2), plan.until))
+    start = plan.until - timedelta(days=60)
+    slices = ((start, start + timedelta(days=30)), (start + timedelta(days=30), plan.until))
     slack = plan.cursor_slack(True)
     whole_slices = [discover(ctx, since - slack, until) for since, until in slices]
     assert whole_slices[0].repositories and whole_slices[1].repositories
@@ -141,3 +141,32 @@ def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
     with pytest.raises(RuntimeError, match="closed"):  # for good: nothing is asked again
         closed.window(ctx, *slices[1], plan.resources)
     assert sim.requests()["total"] == after
+
+
+def test_a_short_slice_is_read_whole(make_sim: Any, loader: Any) -> None:
+    """A slice shorter than two weeks (from its start less the slack) is one part: each of
+    its lists asked once, from the slice's start less the slack to its end; a 30-day slice
+    is cut in 4 consecutive parts (`concurrency`); what they find is the same."""
+    sim = make_sim(edition="cloud", size="small")
+    args = loader(sim).source_args(resources="commits,pull_requests")
+    plan = build_plan(EDITION_SPECS["cloud"], args, args["now"])  # the simulator's clock
+    client = edition_client(plan, RunReport(), HostGate(plan.concurrency))
+    ctx = ReadContext(plan, client, client.report)
+    slack = plan.cursor_slack(True)
+    for days, count in ((3, 1), (12, 1), (30, 4)):
+        start = plan.until - timedelta(days=days)
+        before = sim.requests()["total"]
+        found = RangeDiscovery(start, plan.until, tuple(plan.resources), ((start, plan.until),))
+        try:
+            got = found.window(ctx, start, plan.until, plan.resources)
+        finally:
+            found.close()
+        asked = {
+            (e["endpoint"], e["params"]["since_date"], e["params"]["until_date"])
+            for e in sim.requests(since=before)["log"]
+        }
+        for endpoint in ("commits.list.workspace", "pull-requests.list.workspace"):
+            spans = sorted((a, b) for name, a, b in asked if name == endpoint)
+            assert len(spans) == count, (days, spans)
+            assert spans[0][0] == wire(start - slack) and spans[-1][1] == wire(plan.until)
+        assert got == discover(ctx, start - slack, plan.until)
