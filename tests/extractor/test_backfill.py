@@ -974,7 +974,7 @@ def windows_asked(entry: Mapping[str, Any], ends: list[datetime]) -> int | None:
     span = dated(entry)
     if span is None or ".list." not in entry["endpoint"]:
         return None
-    starts = [ends[0] - timedelta(days=20), *ends[:-1]]
+    starts = [KILL_SINCE, *ends[:-1]]
     inside = [
         i
         for i, (start, end) in enumerate(zip(starts, ends, strict=True), 1)
