@@ -12,9 +12,11 @@ from typing import Any
 import pyarrow as pa
 
 from .context import ReadContext, Scope
+from .dates import windows as half_open_windows
 from .dates import wire
 from .mapping import to_arrow
 from .readers import directory_items, endpoint_pages, list_page_size
+from .settings import DISCOVERY_PART_SHORTEST
 from .tables import Endpoint
 
 
@@ -141,11 +143,6 @@ def nightly_discovery(ctx: ReadContext, resource_states: Mapping[str, Any]) -> D
     return found
 
 
-# a week: a year's slices in 1-day windows read as before (one request a slice and family at
-# least, not one a part), a quarter's in 4 parts
-SHORTEST_PART = timedelta(days=7)
-
-
 @dataclass
 class RangeDiscovery:
     """Discovery over a whole backfill range, read once and shared by all its windows.
@@ -163,13 +160,14 @@ class RangeDiscovery:
     slice alone keeps one request open, and a remote host's latency adds up page after page
     (with 20 ms added to every answer, the medium cloud lists' year spent 10.7 s of its 22 s
     in discovery): each slice is read in `concurrency` consecutive parts at once (none
-    shorter than `SHORTEST_PART`: a part costs a request even where it holds nothing). The first
-    ask reads its window's slice and leaves the later slices to read in the background,
-    `concurrency` parts at once, in window order, within the same open-request bound as the
-    windows' reads: the first window starts after its own slice, not the whole range's (the
-    medium cloud lists: ~0.2 s instead of ~1.5 s), and discovery's waits on the host overlap
-    the windows' work (with 20 ms added to every answer, the lists' year 0.89-0.93x the time).
-    `close` stops what is left, for good (an ask after it is an error).
+    shorter than `DISCOVERY_PART_SHORTEST`: a part costs a request even where it holds
+    nothing). The first ask reads its window's slice and leaves the later slices to read in
+    the background, `concurrency` parts at once, in window order, within the same
+    open-request bound as the windows' reads: the first window starts after its own slice,
+    not the whole range's (the medium cloud lists: ~0.2 s instead of ~1.5 s), and
+    discovery's waits on the host overlap the windows' work (with 20 ms added to every
+    answer, the lists' year 0.89-0.93x the time). `close` stops what is left, for good (an
+    ask after it is an error).
     """
 
     start: datetime
@@ -244,10 +242,11 @@ class RangeDiscovery:
                     if self._pool is None:
                         self._pool = ThreadPoolExecutor(concurrency, "repo_analytics_discovery")
                     since = start - ctx.plan.cursor_slack(True)
-                    count = max(1, min(concurrency, (until - since) // SHORTEST_PART))
                     self._parts[start, until, family] = [
                         self._pool.submit(self._read_part, ctx, a, b, family)
-                        for a, b in parts(since, until, count)
+                        for a, b in half_open_windows(
+                            since, until, part_length(since, until, concurrency)
+                        )
                     ]
 
     def _read_part(
@@ -257,11 +256,11 @@ class RangeDiscovery:
             return discover(ctx, since, until, [family], stop=self._closed)
 
 
-def parts(since: datetime, until: datetime, count: int) -> list[tuple[datetime, datetime]]:
-    """[since, until) cut in up to `count` consecutive spans of whole seconds."""
-    seconds = int((until - since).total_seconds())
-    cuts = sorted({since + timedelta(seconds=seconds * i // count) for i in range(count)})
-    return list(zip(cuts, [*cuts[1:], until], strict=True))
+def part_length(since: datetime, until: datetime, count: int) -> timedelta:
+    """The length, in whole seconds, that cuts [since, until) in at most `count` parts, none
+    shorter than `DISCOVERY_PART_SHORTEST` (a slice shorter than two of those: one part)."""
+    count = max(1, min(count, (until - since) // DISCOVERY_PART_SHORTEST))
+    return timedelta(seconds=max(1, -(-int((until - since).total_seconds()) // count)))
 
 
 def project_scope(ctx: ReadContext, key: str) -> Scope:

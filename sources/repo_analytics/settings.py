@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 RETRYABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
@@ -20,6 +21,10 @@ ROWS_PER_ITEM: Final = 20_000
 # which read the same requests next: at most this many pages a list (a few days' worth), so a
 # long gap between runs holds no month of the lists.
 KEPT_PAGES_MOST: Final = 10
+# A backfill reads each window's slice of the top-level lists in up to `concurrency` parts at
+# once, none shorter than this (a part costs a request even where it holds nothing): a year in
+# 1-day windows asks one request chain a slice and family, a quarter's slice 4 parts.
+DISCOVERY_PART_SHORTEST: Final = timedelta(days=7)
 
 
 # the highest value of any `retry` setting (config.RetryConfiguration holds the others)
