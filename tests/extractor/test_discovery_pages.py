@@ -115,10 +115,34 @@ def test_a_range_discovery_reads_later_slices_ahead_and_stops_when_closed(
 
     in_full = RangeDiscovery(start, plan.until, tuple(plan.resources), slices)
     try:
-        assert in_full.window(ctx, *slices[0], plan.resources) == whole_slices[0]
-        assert in_full.window(ctx, *slices[1], plan.resources) == whole_slices[1]
+        found = [in_full.window(ctx, *each, plan.resources) for each in slices]
+        everything = in_full.discovered(ctx)
     finally:
         in_full.close()
+    # the simulator's ground truth of each slice (from its start less the slack)
+    truth = server_truth.Truth.read(sim)
+    expected = []
+    for since, until in slices:
+        active = [
+            i
+            for i in (*truth.commits, *truth.prs)
+            if server_truth.Window(since - slack, until).holds(i)
+        ]
+        repositories = {server_truth.repo_of(i) for i in active}
+        users = {
+            i["user"]["name"] if "authorTimestamp" in i else server_truth.user_of(i)
+            for i in active
+            if "authorTimestamp" not in i or "user" in i
+        }
+        expected.append((repositories, users))
+    for got, whole, (repositories, users) in zip(found, whole_slices, expected, strict=True):
+        assert got == whole
+        assert {"/".join(names) for names in got.repositories} == repositories
+        assert got.users == users
+    assert {"/".join(names) for names in everything.repositories} == (
+        expected[0][0] | expected[1][0]
+    )
+    assert everything.users == expected[0][1] | expected[1][1]
     later_pages = sum(
         1
         for e in sim.requests(since=0)["log"]
