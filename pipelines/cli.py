@@ -308,7 +308,7 @@ def backfilled(
     prefetch: StatisticsPrefetch | None,
 ) -> int:
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
-    from pipelines.backfill import run_backfill
+    from pipelines.backfill import DEFAULT_WINDOW_DAYS, run_backfill
     from pipelines.progress import make_progress
 
     with make_progress(args.progress, "backfill") as progress:
@@ -316,7 +316,7 @@ def backfilled(
             pipeline,
             since,
             args.until,
-            args.window_days,
+            DEFAULT_WINDOW_DAYS if args.window_days is None else args.window_days,
             progress=progress,
             prefetch=prefetch,
             **overrides,

@@ -122,8 +122,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     backfill.add_argument(
         "--window-days",
         type=int,
-        default=92,
-        help="window size in days (92: each window is a dlt load)",
+        default=None,
+        help="window size in days, 1 to 366 (default 122, a third of a year: each window is a "
+        "dlt load)",
     )
     backfill.add_argument(
         "--parallel-windows", type=int, default=None, help=argparse.SUPPRESS

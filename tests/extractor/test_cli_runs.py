@@ -424,6 +424,39 @@ def test_progress_auto_without_a_terminal_prints_window_lines(
         assert bar not in done.stderr, done.stderr
 
 
+def test_backfill_windows_are_122_days_by_default(cloud: Simulator, tmp_path: Path) -> None:
+    """With no `--window-days`, half a year is cut in a 122-day window and the rest (README:
+    Window size), and what lands equals the simulator's truth of the range."""
+    since, until = "2025-12-01", "2026-06-01"
+    done = run(
+        cloud,
+        tmp_path,
+        "backfill",
+        "--since",
+        since,
+        "--until",
+        until,
+        "--levels",
+        "repository",
+        "--resources",
+        "commits,pull_requests",
+        "--no-reconcile",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.report is not None
+    assert [w["window"] for w in done.report["backfill"]] == [
+        ["2025-12-01T00:00:00+00:00", "2026-04-02T00:00:00+00:00"],
+        ["2026-04-02T00:00:00+00:00", "2026-06-01T00:00:00+00:00"],
+    ]
+    assert_tables_equal_truth(
+        tmp_path / "data.duckdb",
+        cloud,
+        "cloud",
+        required=(day(since), day(until)),
+        allowed=(day(since) - SLACK, day(until)),
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # B. --progress on / off
 # --------------------------------------------------------------------------------------------

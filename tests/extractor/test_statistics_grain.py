@@ -3,8 +3,8 @@ aligned with months, and through nightly runs.
 
 A backfill drops each window's partial last period: a month spanning two windows is read,
 complete, by the window holding its end, and by no other. The windows here are 30 days long,
-so that every month spans two (the default, a quarter of 92 days, is no more aligned). A
-later backfill of a range ending inside a month never replaces that month's complete row
+so that every month spans two (the default, a third of a year of 122 days, is no more
+aligned). A later backfill of a range ending inside a month never replaces that month's complete row
 with a partial one. A nightly run reads the current month up to its end (partial), and
 again each night until it is over.
 

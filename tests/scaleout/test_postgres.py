@@ -67,7 +67,7 @@ def test_backfill_then_nightly_into_postgres_equal_truth(
     assert set(report["load"]["load_ids"]) & landed  # the nightly's rows name its load
     state = run_cli(tmp_path, env, *pg, "state")  # read back from the warehouse too
     assert state.returncode == 0, state.stderr
-    # one 92-day window, and the CSV exports' own window
+    # one window (shorter than the default 122 days), and the CSV exports' own window
     assert f"  {SINCE}T00:00:00+00:00/{CLOCK}" in state.stdout.splitlines()
     assert f"  exports {SINCE}T00:00:00+00:00/{CLOCK}" in state.stdout.splitlines()
     assert "last successful load: unknown" not in state.stdout
