@@ -67,6 +67,7 @@ SIGNATURE_KEYS = (
 # 122 days took 0.85x the time of 92 (a year's lists) and held the large host's default
 # settings under 400 MB into DuckDB (README: Window size)
 DEFAULT_WINDOW_DAYS = 122
+FORMER_WINDOW_DAYS = 92  # the default before: a backfill begun with it resumes in it
 EXPORT_WINDOW_DAYS = 366  # the longest range a CSV export answers
 EXPORTS_KEY_PREFIX = "exports "  # finished export windows: recorded apart from the others
 
@@ -87,6 +88,8 @@ class BackfillResult:
     windows: list[WindowOutcome] = field(default_factory=list)  # in plan order
     exports: list[WindowOutcome] = field(default_factory=list)  # the CSV exports' windows
     seconds: float = 0.0  # the whole backfill, start to end
+    # the window size taken from the backfill this one continued, where not the default
+    resumed_window_days: int | None = None
 
     @property
     def every_window(self) -> list[WindowOutcome]:
@@ -226,11 +229,56 @@ def plan_windows(
     return list(windows(start, end, timedelta(days=days)))
 
 
+def backfill_passes(
+    planned: list[tuple[datetime, datetime]],
+    lists: list[str],
+    exports: list[str],
+    since: str | datetime,
+    until: str | datetime | None,
+    clock: datetime,
+) -> list[tuple[str, list[str], list[tuple[datetime, datetime]]]]:
+    """The backfill's passes, each (window key prefix, resource families, windows): the lists
+    in `planned`, then the CSV exports in windows of their own."""
+    return [
+        (key_prefix, families, windows_of)
+        for key_prefix, families, windows_of in (
+            ("", lists, planned),
+            (EXPORTS_KEY_PREFIX, exports, plan_windows(since, until, EXPORT_WINDOW_DAYS, clock)),
+        )
+        if families
+    ]
+
+
+def resumed_window_days(
+    done: dict[str, Any], wanted: dict[str, Any], planned: list[tuple[datetime, datetime]]
+) -> int | None:
+    """The window size of the backfill this one continues, in whole days: that of the window
+    an earlier run finished for the same scopes from the same start, where it ends before the
+    range does and is known to be a whole window, not one cut at its run's end: the next
+    window was finished too, or it is 92 days long (the default before 122). A rerun with no
+    `--window-days` then requests nothing again for the windows that run finished."""
+    finished = {}  # start -> end of the lists' windows finished for these scopes
+    for key, signatures in done.items():
+        first, _, last = key.partition("/")
+        if key.startswith(EXPORTS_KEY_PREFIX) or wanted not in signatures:
+            continue
+        try:
+            finished[datetime.fromisoformat(first)] = datetime.fromisoformat(last)
+        except ValueError:
+            continue
+    start, end = planned[0][0], planned[-1][1]
+    closed = finished.get(start)
+    if closed is None or closed >= end or (closed - start) % timedelta(days=1):
+        return None
+    days = (closed - start).days
+    return days if closed in finished or days == FORMER_WINDOW_DAYS else None
+
+
 def run_backfill(
     pipeline: dlt.Pipeline,
     since: str | datetime,
     until: str | datetime | None,
-    window_days: int = DEFAULT_WINDOW_DAYS,
+    window_days: int | None = None,
     progress: Progress | None = None,
     now: datetime | None = None,
     prefetch: StatisticsPrefetch | None = None,
@@ -239,25 +287,21 @@ def run_backfill(
     """Load [since, until) window by window on `pipeline`, skipping the windows an earlier
     run finished. A failure stops the backfill: the windows loaded before it stay recorded,
     and the failure is raised. `prefetch`: the reconciliation's statistics, asked once the
-    last window is read, while it loads (`pipelines/reconcile_prefetch.py`).
+    last window is read, while it loads (`pipelines/reconcile_prefetch.py`). `window_days`:
+    None for the window size of the backfill this one resumes (`resumed_window_days`), or
+    `DEFAULT_WINDOW_DAYS` where it resumes none.
 
     CSV exports are read in windows of their own, as long as the API allows (366 days), after
     the other resources' windows: an export answers a whole range in one request, so a
-    quarter window per export would only multiply the requests (a year of the medium
-    self-hosted host: 3,200 user exports instead of 800)."""
+    window per export as long as the lists' would only multiply the requests (a year of the
+    medium self-hosted host in quarters: 3,200 user exports instead of 800)."""
     began = time.monotonic()
     clock = now or datetime.now().astimezone()
-    planned = plan_windows(since, until, window_days, clock)
+    days = DEFAULT_WINDOW_DAYS if window_days is None else window_days
+    planned = plan_windows(since, until, days, clock)
     settings = run_settings(source_args)
     lists, exports = split_exports(settings)
-    passes = [
-        (key_prefix, families, windows_of)
-        for key_prefix, families, windows_of in (
-            ("", lists, planned),
-            (EXPORTS_KEY_PREFIX, exports, plan_windows(since, until, EXPORT_WINDOW_DAYS, clock)),
-        )
-        if families
-    ]
+    passes = backfill_passes(planned, lists, exports, since, until, clock)
     shown = progress or Progress()
     total = sum(len(windows_of) for _, _, windows_of in passes)
     shown.planned(total)  # before finding the finished ones, which can take seconds
@@ -267,13 +311,21 @@ def run_backfill(
     import_once(pipeline)
     wanted = signature(source_args)
     done = finished_windows(pipeline)
+    resumed_days = resumed_window_days(done, wanted, planned) if window_days is None else None
+    if resumed_days is not None and resumed_days != days:
+        planned = plan_windows(since, until, resumed_days, clock)
+        passes = backfill_passes(planned, lists, exports, since, until, clock)
+        total = sum(len(windows_of) for _, _, windows_of in passes)
+        shown.planned(total)
+    else:
+        resumed_days = None
     # one gate for every window: a 429's Retry-After holds the next window too
     gate = HostGate(int(settings.concurrency or DEFAULT_CONCURRENCY))
     # users of the whole range, found in the lists of every family the backfill reads
     discovery = RangeDiscovery(
         planned[0][0], planned[-1][1], (*lists, *exports), tuple(planned) if lists else ()
     )
-    result = BackfillResult()
+    result = BackfillResult(resumed_window_days=resumed_days)
     loads = WindowLoads(pipeline, shown, total, new_file)
     keys = [key_prefix + window_key(*w) for key_prefix, _, windows_of in passes for w in windows_of]
     to_read = [key for key in keys if wanted not in done.get(key, ())]

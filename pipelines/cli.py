@@ -308,7 +308,7 @@ def backfilled(
     prefetch: StatisticsPrefetch | None,
 ) -> int:
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
-    from pipelines.backfill import DEFAULT_WINDOW_DAYS, run_backfill
+    from pipelines.backfill import run_backfill
     from pipelines.progress import make_progress
 
     with make_progress(args.progress, "backfill") as progress:
@@ -316,7 +316,7 @@ def backfilled(
             pipeline,
             since,
             args.until,
-            DEFAULT_WINDOW_DAYS if args.window_days is None else args.window_days,
+            args.window_days,  # None: the resumed backfill's size, or the default
             progress=progress,
             prefetch=prefetch,
             **overrides,
@@ -327,6 +327,11 @@ def backfilled(
         if result.exports
         else ""
     )
+    if result.resumed_window_days is not None:
+        print(
+            f"backfill: {result.resumed_window_days}-day windows, the size of the backfill it "
+            "continues (--window-days sets another)"
+        )
     print(
         f"backfill done: {len(result.windows)} windows, "
         f"{sum(w.resumed for w in result.windows)} already finished before{exports}"

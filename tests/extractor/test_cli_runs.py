@@ -457,6 +457,87 @@ def test_backfill_windows_are_122_days_by_default(cloud: Simulator, tmp_path: Pa
     )
 
 
+def test_a_backfill_resumes_in_the_window_size_it_began_with(
+    cloud: Simulator, tmp_path: Path
+) -> None:
+    """A backfill begun in 30-day windows (as one begun in 92-day windows, the default before
+    122), continued with no `--window-days`: the windows it finished are the first of a 30-day
+    plan, skipped with no list request in their range, and the rows equal the truth; an
+    explicit `--window-days` wins."""
+    scopes = ("--levels", "repository", "--resources", "commits,pull_requests", "--no-reconcile")
+    since, began_until, until = "2025-12-01", "2026-01-30", "2026-06-01"
+    began = run(
+        cloud, tmp_path, "backfill", "--since", since, "--until", began_until,
+        "--window-days", "30", *scopes,
+    )  # fmt: skip
+    assert began.returncode == 0, began.stdout + began.stderr
+    assert "backfill: 30-day windows" not in began.stdout
+    done = run(cloud, tmp_path, "backfill", "--since", since, "--until", until, *scopes)
+    assert done.returncode == 0, done.stdout + done.stderr
+    note = "backfill: 30-day windows, the size of the backfill it continues"
+    assert note in done.stdout, done.stdout
+    plan = planned(since, until, 30)
+    assert done.report is not None
+    assert [w["window"] for w in done.report["backfill"]] == [
+        [s.isoformat(), e.isoformat()] for s, e in plan
+    ]
+    lines = window_lines(done.stdout)
+    assert [lines[n][2] for n in (1, 2)] == ["finished earlier, skipped"] * 2
+    assert f"backfill done: {len(plan)} windows, 2 already finished before" in done.stdout
+    lists = [dated(e) for e in done.log if e["endpoint"].endswith(".list.repository")]
+    assert lists and all(d is not None and d[1] > day(began_until) for d in lists)
+    assert_tables_equal_truth(
+        tmp_path / "data.duckdb",
+        cloud,
+        "cloud",
+        required=(day(since), day(until)),
+        allowed=(day(since) - SLACK, day(until)),
+    )
+    other = run(
+        cloud, tmp_path / "other", "backfill", "--since", since, "--until", began_until,
+        "--window-days", "30", *scopes,
+    )  # fmt: skip
+    assert other.returncode == 0, other.stdout + other.stderr
+    chosen = run(
+        cloud, tmp_path / "other", "backfill", "--since", since, "--until", until,
+        "--window-days", "45", *scopes,
+    )  # fmt: skip
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    assert "backfill: 30-day windows" not in chosen.stdout
+    assert chosen.report is not None
+    assert [w["window"] for w in chosen.report["backfill"]] == [
+        [s.isoformat(), e.isoformat()] for s, e in planned(since, until, 45)
+    ]
+    # a finished window cut at its own run's end tells no size: the default plan
+    short = run(
+        cloud, tmp_path / "cut", "backfill", "--since", since, "--until", "2025-12-21", *scopes
+    )
+    assert short.returncode == 0, short.stdout + short.stderr
+    longer = run(cloud, tmp_path / "cut", "backfill", "--since", since, "--until", until, *scopes)
+    assert longer.returncode == 0, longer.stdout + longer.stderr
+    assert "-day windows, the size of the backfill it continues" not in longer.stdout
+    assert longer.report is not None
+    assert [w["window"] for w in longer.report["backfill"]] == [
+        [s.isoformat(), e.isoformat()] for s, e in planned(since, until, 122)
+    ]
+    # but one of 92 days, the former default, is taken for a whole window of its size
+    former = planned(since, until, 92)
+    legacy = tmp_path / "legacy"
+    first = run(
+        cloud, legacy, "backfill", "--since", since, "--until", former[0][1].isoformat(),
+        "--window-days", "92", *scopes,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    rest = run(cloud, legacy, "backfill", "--since", since, "--until", until, *scopes)
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    assert "backfill: 92-day windows, the size of the backfill it continues" in rest.stdout
+    assert rest.report is not None
+    assert [w["window"] for w in rest.report["backfill"]] == [
+        [s.isoformat(), e.isoformat()] for s, e in former
+    ]
+    assert "backfill done: 2 windows, 1 already finished before" in rest.stdout
+
+
 # --------------------------------------------------------------------------------------------
 # B. --progress on / off
 # --------------------------------------------------------------------------------------------
