@@ -424,6 +424,28 @@ def test_progress_auto_without_a_terminal_prints_window_lines(
         assert bar not in done.stderr, done.stderr
 
 
+def windows_of(done: Run) -> list[list[str]]:
+    """The backfill's windows in its run report, as [start, end] ISO strings."""
+    assert done.report is not None, done.stdout + done.stderr
+    return [w["window"] for w in done.report["backfill"]]
+
+
+def iso(plan: list[tuple[datetime, datetime]]) -> list[list[str]]:
+    return [[start.isoformat(), end.isoformat()] for start, end in plan]
+
+
+def assert_range_equals_truth(sim: Simulator, folder: Path, since: str, until: str) -> None:
+    """The repository commits and pull requests in `folder`'s file equal the truth of the
+    range (commits' zone-less dates within the cursor slack before `since`)."""
+    assert_tables_equal_truth(
+        folder / "data.duckdb",
+        sim,
+        "cloud",
+        required=(day(since), day(until)),
+        allowed=(day(since) - SLACK, day(until)),
+    )
+
+
 def test_backfill_windows_are_122_days_by_default(cloud: Simulator, tmp_path: Path) -> None:
     """With no `--window-days`, half a year is cut in a 122-day window and the rest (README:
     Window size), and what lands equals the simulator's truth of the range."""
@@ -443,18 +465,11 @@ def test_backfill_windows_are_122_days_by_default(cloud: Simulator, tmp_path: Pa
         "--no-reconcile",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.report is not None
-    assert [w["window"] for w in done.report["backfill"]] == [
+    assert windows_of(done) == [
         ["2025-12-01T00:00:00+00:00", "2026-04-02T00:00:00+00:00"],
         ["2026-04-02T00:00:00+00:00", "2026-06-01T00:00:00+00:00"],
     ]
-    assert_tables_equal_truth(
-        tmp_path / "data.duckdb",
-        cloud,
-        "cloud",
-        required=(day(since), day(until)),
-        allowed=(day(since) - SLACK, day(until)),
-    )
+    assert_range_equals_truth(cloud, tmp_path, since, until)
 
 
 def test_a_backfill_resumes_in_the_window_size_it_began_with(
@@ -477,22 +492,13 @@ def test_a_backfill_resumes_in_the_window_size_it_began_with(
     note = "backfill: 30-day windows, the size of the backfill it continues"
     assert note in done.stdout, done.stdout
     plan = planned(since, until, 30)
-    assert done.report is not None
-    assert [w["window"] for w in done.report["backfill"]] == [
-        [s.isoformat(), e.isoformat()] for s, e in plan
-    ]
+    assert windows_of(done) == iso(plan)
     lines = window_lines(done.stdout)
     assert [lines[n][2] for n in (1, 2)] == ["finished earlier, skipped"] * 2
     assert f"backfill done: {len(plan)} windows, 2 already finished before" in done.stdout
     lists = [dated(e) for e in done.log if e["endpoint"].endswith(".list.repository")]
     assert lists and all(d is not None and d[1] > day(began_until) for d in lists)
-    assert_tables_equal_truth(
-        tmp_path / "data.duckdb",
-        cloud,
-        "cloud",
-        required=(day(since), day(until)),
-        allowed=(day(since) - SLACK, day(until)),
-    )
+    assert_range_equals_truth(cloud, tmp_path, since, until)
     other = run(
         cloud, tmp_path / "other", "backfill", "--since", since, "--until", began_until,
         "--window-days", "30", *scopes,
@@ -504,10 +510,7 @@ def test_a_backfill_resumes_in_the_window_size_it_began_with(
     )  # fmt: skip
     assert chosen.returncode == 0, chosen.stdout + chosen.stderr
     assert "backfill: 30-day windows" not in chosen.stdout
-    assert chosen.report is not None
-    assert [w["window"] for w in chosen.report["backfill"]] == [
-        [s.isoformat(), e.isoformat()] for s, e in planned(since, until, 45)
-    ]
+    assert windows_of(chosen) == iso(planned(since, until, 45))
     # a finished window cut at its own run's end tells no size: the default plan
     short = run(
         cloud, tmp_path / "cut", "backfill", "--since", since, "--until", "2025-12-21", *scopes
@@ -516,10 +519,7 @@ def test_a_backfill_resumes_in_the_window_size_it_began_with(
     longer = run(cloud, tmp_path / "cut", "backfill", "--since", since, "--until", until, *scopes)
     assert longer.returncode == 0, longer.stdout + longer.stderr
     assert "-day windows, the size of the backfill it continues" not in longer.stdout
-    assert longer.report is not None
-    assert [w["window"] for w in longer.report["backfill"]] == [
-        [s.isoformat(), e.isoformat()] for s, e in planned(since, until, 122)
-    ]
+    assert windows_of(longer) == iso(planned(since, until, 122))
     # but one of 92 days, the former default, is taken for a whole window of its size
     former = planned(since, until, 92)
     legacy = tmp_path / "legacy"
@@ -531,10 +531,7 @@ def test_a_backfill_resumes_in_the_window_size_it_began_with(
     rest = run(cloud, legacy, "backfill", "--since", since, "--until", until, *scopes)
     assert rest.returncode == 0, rest.stdout + rest.stderr
     assert "backfill: 92-day windows, the size of the backfill it continues" in rest.stdout
-    assert rest.report is not None
-    assert [w["window"] for w in rest.report["backfill"]] == [
-        [s.isoformat(), e.isoformat()] for s, e in former
-    ]
+    assert windows_of(rest) == iso(former)
     assert "backfill done: 2 windows, 1 already finished before" in rest.stdout
 
 
