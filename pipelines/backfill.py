@@ -312,13 +312,13 @@ def run_backfill(
     wanted = signature(source_args)
     done = finished_windows(pipeline)
     resumed_days = resumed_window_days(done, wanted, planned) if window_days is None else None
-    if resumed_days is not None and resumed_days != days:
+    if resumed_days == days:
+        resumed_days = None  # the plan already has that size
+    if resumed_days is not None:
         planned = plan_windows(since, until, resumed_days, clock)
         passes = backfill_passes(planned, lists, exports, since, until, clock)
         total = sum(len(windows_of) for _, _, windows_of in passes)
         shown.planned(total)
-    else:
-        resumed_days = None
     # one gate for every window: a 429's Retry-After holds the next window too
     gate = HostGate(int(settings.concurrency or DEFAULT_CONCURRENCY))
     # users of the whole range, found in the lists of every family the backfill reads
