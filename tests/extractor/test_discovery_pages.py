@@ -193,4 +193,5 @@ def test_a_short_slice_is_read_whole(make_sim: Any, loader: Any) -> None:
             spans = sorted((a, b) for name, a, b in asked if name == endpoint)
             assert len(spans) == count, (days, spans)
             assert spans[0][0] == wire(start - slack) and spans[-1][1] == wire(plan.until)
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
         assert got == discover(ctx, start - slack, plan.until)
