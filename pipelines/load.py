@@ -54,6 +54,9 @@ from sources.repo_analytics.plan import resolve_settings
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema
 NEXT_ITEM_MODE = "extract.next_item_mode"  # dlt's setting: how the extract takes items of resources
+# dlt's setting: how long its extract sleeps when no resource has an item ready (10 ms)
+FUTURES_POLL_INTERVAL = "extract.futures_poll_interval"
+EXTRACT_POLL_SECONDS = 0.001
 
 
 @dataclass
@@ -189,6 +192,7 @@ def extract_run(
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
     one_resource_at_a_time()
+    short_extract_polls()
     load_behaviour(pipeline)
     # Arrow's default jemalloc pool keeps what it freed; the system pool gives it back
     # (medium year: peak RSS 413 -> 379 MB, the same CPU)
@@ -284,6 +288,20 @@ def one_resource_at_a_time() -> None:
     `.dlt/config.toml` wins)."""
     if dlt.config.get(NEXT_ITEM_MODE) is None:
         dlt.config[NEXT_ITEM_MODE] = "fifo"
+
+
+def short_extract_polls() -> None:
+    """dlt's extract polls every `EXTRACT_POLL_SECONDS` (1 ms), not every 10 ms (its
+    default), for items of resources not ready yet, unless configured otherwise.
+
+    The resources here never leave dlt waiting (no async or deferred items), but every
+    extract ends with one poll once its last resource is done, and dlt extracts a window's
+    package and then its state: six 10-ms sleeps in a medium cloud lists year's three windows
+    (63 ms in all, 11 ms at 1 ms; a hook timing them), each between a window's last page and
+    the next window's first request, two in a nightly. Idempotent; in dlt's in-memory config
+    (a variable or `.dlt/config.toml` wins)."""
+    if dlt.config.get(FUTURES_POLL_INTERVAL) is None:
+        dlt.config[FUTURES_POLL_INTERVAL] = EXTRACT_POLL_SECONDS
 
 
 _WAKE_LOCK = threading.Lock()

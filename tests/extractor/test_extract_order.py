@@ -1,11 +1,14 @@
-"""A run has dlt extract resources one after another, not an item of each in turn.
+"""A run has dlt extract resources one after another, not an item of each in turn, and
+poll for items every millisecond, not every 10 ms.
 
 Each of our resources reads its scopes in `concurrency` threads and hands their pages over
 through a bounded queue; taken an item of each resource in turn (dlt's default), every
 started resource kept its threads and its full queue alive (three resources at once in a
 year's backfill of the medium host, whose resources yield many items). The tiny host's
 resources each yield once, so the order is read from dlt itself: two plain resources
-extracted in the same process after a real run, as dlt's setting then stands.
+extracted in the same process after a real run, as dlt's setting then stands. dlt's extract
+sleeps one poll interval once its last resource is done (twice a window: the package, then
+its state); the interval is read as dlt's pipe iterator resolves it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from pathlib import Path
 
 import dlt
 import pytest
+from dlt.common.configuration.resolve import resolve_configuration
+from dlt.extract.pipe_iterator import PipeIterator
 
+from pipelines.load import EXTRACT_POLL_SECONDS
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader
@@ -37,6 +43,12 @@ def extraction_order(folder: Path) -> list[str]:
     return taken
 
 
+def extract_poll_seconds() -> float:
+    """The interval dlt's extract polls for items at, resolved as its pipe iterator does."""
+    spec = PipeIterator.PipeIteratorConfiguration
+    return float(resolve_configuration(spec(), sections=(spec.__section__,)).futures_poll_interval)
+
+
 def switches(order: list[str]) -> int:
     return sum(a != b for a, b in zip(order, order[1:], strict=False))
 
@@ -55,12 +67,16 @@ def test_a_run_extracts_one_resource_after_another(tmp_path: Path) -> None:
     order = extraction_order(tmp_path / "order")
     assert sorted(order) == ["first"] * 3 + ["second"] * 3
     assert switches(order) == 1, order
+    assert extract_poll_seconds() == EXTRACT_POLL_SECONDS == 0.001
 
 
 def test_a_configured_order_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """dlt's own setting, set by its variable, is kept: round robin takes turns."""
+    """dlt's own settings, set by their variables, are kept: round robin takes turns, and
+    the extract polls at the interval configured."""
     monkeypatch.setenv("EXTRACT__NEXT_ITEM_MODE", "round_robin")
+    monkeypatch.setenv("EXTRACT__FUTURES_POLL_INTERVAL", "0.05")
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
         Loader(sim, tmp_path / "run").load(levels=["workspace"], resources=["users"])
     order = extraction_order(tmp_path / "order")
     assert switches(order) == 5, order
+    assert extract_poll_seconds() == 0.05
