@@ -284,10 +284,8 @@ def one_resource_at_a_time() -> None:
     once seen in a self-hosted backfill), while the requests were held to `concurrency`
     anyway by the host's gate. Medium self-hosted year, default settings (interleaved pairs,
     load 1.6-2.6): peak RSS 436/445 -> 416/408 MB, wall 0.97x; lists and the cloud within
-    the spread or faster. Idempotent; in dlt's in-memory config (a variable or
-    `.dlt/config.toml` wins)."""
-    if dlt.config.get(NEXT_ITEM_MODE) is None:
-        dlt.config[NEXT_ITEM_MODE] = "fifo"
+    the spread or faster."""
+    unless_configured(NEXT_ITEM_MODE, "fifo")
 
 
 def short_extract_polls() -> None:
@@ -298,10 +296,15 @@ def short_extract_polls() -> None:
     extract ends with one poll once its last resource is done, and dlt extracts a window's
     package and then its state: six 10-ms sleeps in a medium cloud lists year's three windows
     (63 ms in all, 11 ms at 1 ms; a hook timing them), each between a window's last page and
-    the next window's first request, two in a nightly. Idempotent; in dlt's in-memory config
-    (a variable or `.dlt/config.toml` wins)."""
-    if dlt.config.get(FUTURES_POLL_INTERVAL) is None:
-        dlt.config[FUTURES_POLL_INTERVAL] = EXTRACT_POLL_SECONDS
+    the next window's first request, two in a nightly."""
+    unless_configured(FUTURES_POLL_INTERVAL, EXTRACT_POLL_SECONDS)
+
+
+def unless_configured(key: str, value: Any) -> None:
+    """dlt's setting `key` as `value` in dlt's in-memory config, where no variable or
+    `.dlt/config.toml` sets it (those win). Idempotent."""
+    if dlt.config.get(key) is None:
+        dlt.config[key] = value
 
 
 _WAKE_LOCK = threading.Lock()
