@@ -64,8 +64,8 @@ SIGNATURE_KEYS = (
     "users",
 )
 # a third of a year: each window is a dlt load with a fixed cost and asks every scope again;
-# 122 days took 0.85x the time of 92 (a year's lists) and held the large host's default
-# settings under 400 MB into DuckDB (README: Window size)
+# 122 days took 0.85x the time of 92 (a year's lists); the large host's default settings
+# into DuckDB peak within the spread of 92 days' runs, 382-403 MB (README: Window size)
 DEFAULT_WINDOW_DAYS = 122
 FORMER_WINDOW_DAYS = 92  # the default before: a backfill begun with it resumes in it
 EXPORT_WINDOW_DAYS = 366  # the longest range a CSV export answers
