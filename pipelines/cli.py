@@ -16,7 +16,7 @@ from pipelines.cli_parser import (
     build_parser,
     flag_settings,
 )
-from pipelines.malloc import limit_malloc_arenas
+from pipelines.malloc import limit_malloc_arenas, system_arrow_pool
 
 if TYPE_CHECKING:
     from pipelines.reconcile_prefetch import StatisticsPrefetch
@@ -220,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from simulator.cli import run
 
         return run(args, lambda sim: sim_next_steps(args, sim.info()))
+    system_arrow_pool()  # before a run's first Arrow buffer (see pipelines/malloc.py)
     if args.command == "load":
         return guarded(lambda: load_command(args))
     if args.command == "backfill":

@@ -1,14 +1,18 @@
-"""The CLI caps glibc's malloc arenas (`pipelines/malloc.py`); the environment's own
-`MALLOC_ARENA_MAX` wins."""
+"""The CLI caps glibc's malloc arenas and takes Arrow's buffers from the system allocator
+(`pipelines/malloc.py`); the environment's own `MALLOC_ARENA_MAX` and
+`ARROW_DEFAULT_MEMORY_POOL` win."""
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pipelines.malloc import limit_malloc_arenas
+from pipelines.malloc import ARROW_POOL_VARIABLE, limit_malloc_arenas
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
@@ -28,3 +32,43 @@ def test_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.setattr(sys, "platform", "darwin")
     assert limit_malloc_arenas() is False
+
+
+def arrow_pool_after(code: str, tmp_path: Path, env: dict[str, str]) -> str:
+    """The name of Arrow's default pool after `code` runs in a fresh interpreter."""
+    script = f"import pyarrow as pa\n{code}\nprint(pa.default_memory_pool().backend_name)"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def environment_without_pool() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != ARROW_POOL_VARIABLE}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="set on Linux only")
+def test_a_run_takes_arrow_buffers_from_the_system_allocator(tmp_path: Path) -> None:
+    # a real command of the CLI, stopped by a bad value once the run's set-up is done
+    run = (
+        "from pipelines.cli import main\n"
+        "main(['--pipelines-dir', 'p', 'load', '--edition', 'cloud',"
+        " '--duckdb-memory-limit', 'lots'])"
+    )
+    env = environment_without_pool()
+    assert arrow_pool_after("", tmp_path, env) != "system"  # pyarrow's own default differs
+    assert arrow_pool_after(run, tmp_path, env) == "system"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="set on Linux only")
+def test_the_environment_names_the_arrow_pool(tmp_path: Path) -> None:
+    own = arrow_pool_after("", tmp_path, environment_without_pool())  # pyarrow's default
+    env = {**environment_without_pool(), ARROW_POOL_VARIABLE: own}
+    code = "from pipelines.malloc import system_arrow_pool\nassert not system_arrow_pool()"
+    assert arrow_pool_after(code, tmp_path, env) == own
