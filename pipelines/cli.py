@@ -212,6 +212,7 @@ def waited(totals: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    system_arrow_pool()  # before pyarrow's import, which the parser's set-up makes
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     limit_malloc_arenas()  # before a run's threads start (see pipelines/malloc.py)
@@ -220,7 +221,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from simulator.cli import run
 
         return run(args, lambda sim: sim_next_steps(args, sim.info()))
-    system_arrow_pool()  # before a run's first Arrow buffer (see pipelines/malloc.py)
     if args.command == "load":
         return guarded(lambda: load_command(args))
     if args.command == "backfill":

@@ -37,14 +37,20 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
 def system_arrow_pool() -> bool:
     """Arrow's buffers from the C allocator (glibc's malloc, under the cap above) rather than
     the mimalloc of pyarrow's Linux wheels, which keeps pages a run has freed for its own
-    later use. Measured in interleaved runs (2 cores): a year of the large self-hosted host
-    with default settings peaked at 369 / 376 MB against 391 / 398 MB; the medium cloud lists
-    year at 232-242 against 256-266 MB, and no slower (4 pairs: 5.65 against 5.87 s). On
-    Linux only (where it was measured), and not where the environment names a pool (Arrow's
-    `ARROW_DEFAULT_MEMORY_POOL` wins). Returns whether the pool was set."""
-    if not sys.platform.startswith("linux") or ARROW_POOL_VARIABLE in os.environ:
+    later use: Arrow's `ARROW_DEFAULT_MEMORY_POOL` set to `system` in this process's
+    environment (and so its children's). Arrow reads it once, when pyarrow is imported, and
+    its C++ code allocates from that pool whatever `pyarrow.set_memory_pool` says later (with
+    that call instead, a run took as much memory as with mimalloc). Call it before pyarrow's
+    import. Measured in interleaved runs (2 cores): a year of the large self-hosted host with
+    default settings peaked at 369 / 376 MB against 391 / 398 MB; the medium cloud lists year
+    at 232-242 against 256-268 MB, no slower (7 pairs). On Linux only (where it was
+    measured), and not where the environment names a pool already (it wins). Returns whether
+    the variable was set."""
+    if (
+        not sys.platform.startswith("linux")
+        or ARROW_POOL_VARIABLE in os.environ
+        or "pyarrow" in sys.modules
+    ):
         return False
-    import pyarrow as pa  # here: the simulator's command does without it
-
-    pa.set_memory_pool(pa.system_memory_pool())
+    os.environ[ARROW_POOL_VARIABLE] = "system"
     return True

@@ -35,8 +35,9 @@ def test_nothing_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def arrow_pool_after(code: str, tmp_path: Path, env: dict[str, str]) -> str:
-    """The name of Arrow's default pool after `code` runs in a fresh interpreter."""
-    script = f"import pyarrow as pa\n{code}\nprint(pa.default_memory_pool().backend_name)"
+    """The name of Arrow's default pool when `code` runs in a fresh interpreter before
+    pyarrow's import."""
+    script = f"{code}\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=tmp_path,
