@@ -65,7 +65,8 @@ SIGNATURE_KEYS = (
 )
 # a third of a year: each window is a dlt load with a fixed cost and asks every scope again;
 # 122 days took 0.85x the time of 92 (a year's lists); the large host's default settings
-# into DuckDB peak within the spread of 92 days' runs, 382-403 MB (README: Window size)
+# into DuckDB peak within the spread of 92 days' runs, 369-387 MB with Arrow on the system
+# allocator (382-403 MB before; README: Window size)
 DEFAULT_WINDOW_DAYS = 122
 FORMER_WINDOW_DAYS = 92  # the default before: a backfill begun with it resumes in it
 EXPORT_WINDOW_DAYS = 366  # the longest range a CSV export answers
