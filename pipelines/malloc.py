@@ -40,12 +40,12 @@ def system_arrow_pool() -> bool:
     later use: Arrow's `ARROW_DEFAULT_MEMORY_POOL` set to `system` in this process's
     environment (and so its children's). Arrow reads it once, when pyarrow is imported, and
     its C++ code allocates from that pool whatever `pyarrow.set_memory_pool` says later (with
-    that call instead, a run took as much memory as with mimalloc). Call it before pyarrow's
-    import. Measured in interleaved runs (2 cores): a year of the large self-hosted host with
-    default settings peaked at 369 / 376 MB against 391 / 398 MB; the medium cloud lists year
-    at 232-242 against 256-268 MB, no slower (7 pairs). On Linux only (where it was
-    measured), and not where the environment names a pool already (it wins). Returns whether
-    the variable was set."""
+    that call instead, a run took as much memory as with mimalloc): call it before pyarrow's
+    import; after it, nothing is set. Measured (2 cores): a year of the large self-hosted
+    host with default settings peaked at 369-387 MB in seven runs against 385-398 MB in four
+    interleaved with them; the medium cloud lists year at 232-242 against 251-266 MB, and no
+    slower (7 interleaved pairs). On Linux only (where it was measured), and not where the
+    environment names a pool already (it wins). Returns whether the variable was set."""
     if (
         not sys.platform.startswith("linux")
         or ARROW_POOL_VARIABLE in os.environ
