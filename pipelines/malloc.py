@@ -39,10 +39,11 @@ def system_arrow_pool() -> bool:
     the mimalloc of pyarrow's Linux wheels, which keeps pages a run has freed for its own
     later use: Arrow's `ARROW_DEFAULT_MEMORY_POOL` set to `system` in this process's
     environment (and so its children's). Arrow reads it once, when pyarrow is imported, and
-    its C++ code allocates from that pool whatever `pyarrow.set_memory_pool` says later (with
-    that call instead, a run took as much memory as with mimalloc): call it before pyarrow's
-    import; after it, nothing is set. Measured (2 cores): a year of the large self-hosted
-    host with default settings peaked at 369-387 MB in seven runs against 385-398 MB in four
+    its C++ code allocates from that pool whatever `pyarrow.set_memory_pool` says later
+    (`load.extract_run`'s call, for callers that import pyarrow first, moves only what
+    pyarrow's Python calls allocate): call it before pyarrow's import; after it, nothing is
+    set. Measured (2 cores), on top of that call: a year of the large self-hosted host with
+    default settings peaked at 369-387 MB in seven runs against 385-398 MB in four
     interleaved with them; the medium cloud lists year at 232-242 against 251-266 MB, and no
     slower (7 interleaved pairs). On Linux only (where it was measured), and not where the
     environment names a pool already (it wins). Returns whether the variable was set."""
