@@ -21,9 +21,6 @@ keeps a resolved instance as it is. Left to dlt, they were resolved again for ev
 and normalize: ~140 times in a medium year's backfill, ~3.5 ms each on the interpreter
 (0.5 s). They also print themselves (dlt's trace of every load) with dlt's own URL class:
 dlt's class does it with SQLAlchemy's, imported wherever it is installed (~0.3 s a run).
-
-The destination also has the Parquet files a load stages for it written uncompressed
-(`staged_parquet_format`), unless `data_writer.compression` is configured.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ import dlt
 from dlt.common.configuration import inject_section, known_sections, resolve_configuration
 from dlt.common.configuration.specs import ConfigSectionContext, configspec
 from dlt.common.configuration.utils import serialize_value
-from dlt.common.destination.configuration import ParquetFormatConfiguration
 from dlt.common.libs.sql_alchemy_shims import URL
 from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
@@ -52,8 +48,6 @@ VALID: Final = "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB)
 # year (`/usr/bin/time`, interleaved pairs, load 0.1-2.2): defaults 0.96x wall (2 pairs),
 # lists 0.97x (3 pairs); peak RSS within the spread.
 LOAD_SETTINGS: Final = {"preserve_insertion_order": False}
-# dlt's setting: the compression of the Parquet files its extract writes (default snappy)
-COMPRESSION_KEY: Final = "data_writer.compression"
 
 
 def memory_limit(values: Mapping[str, Any]) -> str | None:
@@ -106,23 +100,7 @@ def duckdb_destination(path: str, limit: str | None, pipeline_name: str) -> Any:
         )
     ours = {**LOAD_SETTINGS, **({} if limit is None else {"memory_limit": limit})}
     credentials.global_config = {**ours, **(credentials.global_config or {})}
-    return dlt.destinations.duckdb(credentials, **staged_parquet_format(pipeline_name))
-
-
-def staged_parquet_format(pipeline_name: str) -> dict[str, Any]:
-    """The destination's capability `parquet_format`: the Parquet files a load stages for
-    DuckDB written uncompressed, unless `data_writer.compression` is configured (a variable or
-    `.dlt/config.toml`, also in the pipeline's own section: then dlt's way, snappy its default).
-
-    They are the load package's own files, which DuckDB reads once (`pipelines/duckdb_merges.py`)
-    and nothing else does. Writing a year's medium cloud lists (440,000 rows) took 0.17 s of
-    CPU with snappy and 0.09 s without, DuckDB read them in 0.14 against 0.11 s, the files ~14 %
-    larger (32 against 28 MB). A capability of this destination only: Delta tables and other
-    destinations keep dlt's default."""
-    for key in (COMPRESSION_KEY, f"{pipeline_name}.{COMPRESSION_KEY}"):
-        if dlt.config.get(key) is not None:
-            return {}
-    return {"parquet_format": ParquetFormatConfiguration(compression="none")}
+    return dlt.destinations.duckdb(credentials)
 
 
 def connection_config(limit: str | None) -> dict[str, Any]:
