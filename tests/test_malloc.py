@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.malloc import ARROW_POOL_VARIABLE, limit_malloc_arenas
+from pipelines.malloc import ARROW_POOL_VARIABLE, limit_malloc_arenas, system_arrow_pool
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
@@ -73,3 +73,12 @@ def test_the_environment_names_the_arrow_pool(tmp_path: Path) -> None:
     env = {**environment_without_pool(), ARROW_POOL_VARIABLE: own}
     code = "from pipelines.malloc import system_arrow_pool\nassert not system_arrow_pool()"
     assert arrow_pool_after(code, tmp_path, env) == own
+
+
+def test_nothing_once_pyarrow_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow has chosen its pool at import: the variable is left unset, not set too late."""
+    import pyarrow  # noqa: F401  (the import under test's condition)
+
+    monkeypatch.delenv(ARROW_POOL_VARIABLE, raising=False)
+    assert system_arrow_pool() is False
+    assert ARROW_POOL_VARIABLE not in os.environ
