@@ -154,7 +154,7 @@ def test_no_test_bench_or_ci_file_names_a_machine_path() -> None:
     assert offenders == []
 
 
-CODE_FOLDERS = ("sources", "pipelines", "simulator", "tests", "bench")
+CODE_FOLDERS = ("sources", "pipelines", "simulator", "tests", "bench", "docs")
 
 
 @pytest.mark.parametrize("tool", [("format", "--check"), ("check",)], ids=["format", "lint"])
