@@ -8,8 +8,8 @@ requests open at once, and the scopes each resource reads at once) it
 starts a fresh simulated cloud host in this process (`slow` fault at rate 1 adds the latency
 to every API answer, as a remote host would), backfills its year in 61-day windows at the
 workspace and repository levels into a fresh DuckDB file, and records wall time, requests,
-rows and this process's peak RSS so far. Writes bench/results/<--name>.json and .md
-(default `backfill`).
+rows and this process's peak RSS so far. Writes <--name>.json and .md (default `backfill`)
+to bench/results/local/, or with --record to bench/results/ (the results of record).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from pipelines.demo import demo_source_args  # noqa: E402
 from pipelines.load import make_pipeline  # noqa: E402
 from simulator import SimConfig, Simulator  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
+RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)
+LOCAL = RECORDED / "local"  # every other run's (git-ignored)
 
 
 def one_run(size: str, latency_ms: int, concurrency: int) -> dict[str, Any]:
@@ -89,8 +90,12 @@ def main() -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--latency-ms", default="0,50")
     parser.add_argument("--concurrency", default="4,8")
+    parser.add_argument("--name", default="backfill", help="results file name (.json, .md)")
     parser.add_argument(
-        "--name", default="backfill", help="results file name under bench/results/ (.json, .md)"
+        "--record",
+        action="store_true",
+        help="write the results of record into bench/results/ (committed); otherwise into "
+        "bench/results/local/ (git-ignored)",
     )
     options = parser.parse_args()
     rows = []
@@ -99,8 +104,9 @@ def main() -> None:
             row = one_run(options.size, latency, concurrency)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{options.name}.json").write_text(json.dumps(rows, indent=2))
+    results = RECORDED if options.record else LOCAL
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{options.name}.json").write_text(json.dumps(rows, indent=2))
     lines = [
         f"# Backfill: a year of the `{options.size}` cloud host in 61-day windows",
         "",
@@ -116,7 +122,8 @@ def main() -> None:
         f"| {r['requests']} | {r['rows']} | {r['peak_rss_mb']} | {r['load1']} |"
         for r in rows
     ]
-    (RESULTS / f"{options.name}.md").write_text("\n".join(lines) + "\n")
+    (results / f"{options.name}.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {results / options.name}.json and .md")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ processes of their own (`sys.executable` with DuckDB):
   published path; the old reader still reads its old copy, a new connection the new one;
 - for comparison, a copy made by DuckDB itself (`ATTACH` + `COPY FROM DATABASE`).
 
-Writes bench/results/duckdb-readers.json and .md with the machine's load average.
+Writes duckdb-readers.json and .md with the machine's load average to bench/results/local/, or
+with --record to bench/results/ (the results of record).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ import duckdb  # noqa: E402
 
 from pipelines.duckdb_file import publish  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
+RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)
+LOCAL = RECORDED / "local"  # every other run's (git-ignored)
 CLI = Path(sys.executable).parent / "repo-analytics"
 COUNT = "SELECT count(*) FROM repo_analytics.cloud_commits"
 MARKED = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'bench_marker'"
@@ -149,6 +151,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, default=None, help="a demo.duckdb (default: make one)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results of record into bench/results/ (committed); otherwise into "
+        "bench/results/local/ (git-ignored)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-readers-") as tmp:
         folder = Path(tmp)
@@ -167,10 +175,12 @@ def main() -> None:
             "copy_by_duckdb": duckdb_copy(db, folder),
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "duckdb-readers.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "duckdb-readers.md").write_text(markdown(result))
+    results = RECORDED if args.record else LOCAL
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "duckdb-readers.json").write_text(json.dumps(result, indent=2) + "\n")
+    (results / "duckdb-readers.md").write_text(markdown(result))
     print(markdown(result))
+    print(f"wrote {results / 'duckdb-readers'}.json and .md")
 
 
 def markdown(r: dict[str, Any]) -> str:

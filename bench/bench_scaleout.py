@@ -2,7 +2,7 @@
 
 Usage:
     python bench/bench_scaleout.py [--size small] [--edition cloud] [--writers 1,2,4]
-                                   [--workload defaults|lists] [--out bench/results/scaleout.json]
+                                   [--workload defaults|lists] [--record | --out FILE.json]
 
 Run on demand (pytest does not collect it). One simulator process (`repo-analytics sim`, clock
 fixed at 2026-06-01) and one real Postgres server (pgserver's binaries, loopback TCP, as the
@@ -13,8 +13,9 @@ MONTH --until NEXT` process with a working folder of its own (as an orchestrator
 one partition), `--no-reconcile` (the host's statistics would be read again by each setting).
 Recorded: wall seconds, partitions/s, rows landed (counted in the dataset's tables, `_dlt`
 tables left out) and rows/s, requests (the simulator's counter), and the 1-minute load average
-at start and end. Writes the JSON and a markdown table next to it (`.md`). The machine is
-shared: read the figures with the load average beside them.
+at start and end. Writes the JSON and a markdown table next to it (`.md`): `--out`, or
+scaleout-<edition>-<size>.json in bench/results/local/ (with --record in bench/results/, the
+results of record). The machine is shared: read the figures with the load average beside them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from bench_year import (  # noqa: E402 - bench/ is not a package
 
 from tests.scaleout.postgres_server import PostgresServer, running_postgres  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
+RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)
+LOCAL = RECORDED / "local"  # every other run's (git-ignored)
 
 
 def months_before(clock: datetime, count: int) -> list[tuple[str, str]]:
@@ -170,8 +172,15 @@ def main() -> None:
     parser.add_argument("--writers", default="1,2,4")
     parser.add_argument("--workload", default="defaults", choices=tuple(WORKLOADS))
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results of record into bench/results/ (committed); otherwise into "
+        "bench/results/local/ (git-ignored)",
+    )
     args = parser.parse_args()
-    out = Path(args.out or RESULTS / f"scaleout-{args.edition}-{args.size}.json")
+    results = RECORDED if args.record else LOCAL
+    out = Path(args.out or results / f"scaleout-{args.edition}-{args.size}.json")
     clock = datetime.fromtimestamp(NOW, UTC)
     windows = months_before(clock, 12)
     with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp:
@@ -198,6 +207,7 @@ def main() -> None:
     out.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     out.with_suffix(".md").write_text(markdown(doc), encoding="utf-8")
     sys.stdout.write(markdown(doc))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

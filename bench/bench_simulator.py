@@ -2,7 +2,7 @@
 
 Usage:
     python bench/bench_simulator.py [--size medium] [--seconds N] [--build-sizes medium,large]
-                                    [--profile]
+                                    [--profile] [--record]
 
 Run on demand (pytest does not collect it). It
 
@@ -17,10 +17,11 @@ Run on demand (pytest does not collect it). It
    "cold" runs start with the serialisation and query caches empty and read the whole history
    once (capped at 3 x N seconds); "warm" runs follow a full pass and cycle through the
    windows for N seconds;
-3. writes bench/results/simulator.json and bench/results/simulator.md.
+3. writes simulator.json and simulator.md to bench/results/local/, or with --record to
+   bench/results/ (the results of record).
 
 `--profile` also runs one warm single-thread client under cProfile in the server process and
-writes the top functions to bench/results/simulator-profile.txt.
+writes the top functions to simulator-profile.txt beside them.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)
+LOCAL = RECORDED / "local"  # every other run's (git-ignored)
 NOW = 1_780_272_000  # 2026-06-01T00:00:00Z, fixed so every run reads the same data
 WINDOWS = 32
 PAGE = {"server": ("limit", 1000), "cloud": ("pagelen", 500)}
@@ -388,9 +390,16 @@ def main() -> int:
         action="store_true",
         help="also profile the server during a warm single-thread run",
     )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results of record into bench/results/ (committed); otherwise into "
+        "bench/results/local/ (git-ignored)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results = RECORDED if args.record else LOCAL
+    results.mkdir(parents=True, exist_ok=True)
 
     report: dict[str, Any] = {
         "machine": machine(),
@@ -408,11 +417,11 @@ def main() -> int:
     report["bench_peak_rss_mb"] = round(peak_rss_mb(), 1)
     report["machine"]["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     if args.profile:
-        (RESULTS / "simulator-profile.txt").write_text(profile_warm(args.size, args.seconds))
-        print(f"profile: {RESULTS / 'simulator-profile.txt'}")
-    (RESULTS / "simulator.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "simulator.md").write_text(markdown(report))
-    print(f"wrote {RESULTS / 'simulator.json'} and {RESULTS / 'simulator.md'}")
+        (results / "simulator-profile.txt").write_text(profile_warm(args.size, args.seconds))
+        print(f"profile: {results / 'simulator-profile.txt'}")
+    (results / "simulator.json").write_text(json.dumps(report, indent=2) + "\n")
+    (results / "simulator.md").write_text(markdown(report))
+    print(f"wrote {results / 'simulator.json'} and {results / 'simulator.md'}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The README tells the truth about how to set up, test, and use the simulator."""
+"""The README and the docs tell the truth about how to set up, test, and use the simulator."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def page(name: str) -> str:
+    """A page of the docs site (docs/NAME)."""
+    return (ROOT / "docs" / name).read_text(encoding="utf-8")
+
+
 def quick_start_commands() -> list[str]:
     section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
@@ -31,14 +36,15 @@ def test_quick_start_is_the_first_heading_and_has_two_commands() -> None:
 
 
 def test_the_test_command_installs_extras_the_project_declares() -> None:
-    """The extras the suite needs (`test`, and `postgres`, `dagster` for tests/scaleout)."""
+    """The extras the suite needs (`test`; `postgres`, `dagster` for tests/scaleout; `docs` for
+    the strict build of the docs site)."""
     import tomllib
 
     extras = re.search(r'-e "\.\[([a-z,]+)\]"', quick_start_commands()[1])
     assert extras, "the test command installs no extras"
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     optional = declared["project"]["optional-dependencies"]
-    assert set(extras[1].split(",")) == {"test", "postgres", "dagster"} <= set(optional)
+    assert set(extras[1].split(",")) == {"test", "postgres", "dagster", "docs"} <= set(optional)
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
@@ -48,7 +54,8 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 
 def test_every_fault_kind_and_condition_is_documented() -> None:
-    fault_table = README.split("| kind | what the client sees |", 1)[1].split("\n\n", 1)[0]
+    simulator = page("simulator.md")
+    fault_table = simulator.split("| kind | what the client sees |", 1)[1].split("\n\n", 1)[0]
     documented = set(
         re.findall(
             r"`([^`]+)`",
@@ -59,7 +66,7 @@ def test_every_fault_kind_and_condition_is_documented() -> None:
     )
     assert documented == set(FAULT_KINDS)
     for field in dataclasses.fields(Conditions):
-        assert f"| `{field.name}` |" in README, field.name
+        assert f"| `{field.name}` |" in simulator, field.name
 
 
 def test_secrets_file_is_ignored_and_an_example_is_committed() -> None:
@@ -69,15 +76,22 @@ def test_secrets_file_is_ignored_and_an_example_is_committed() -> None:
 
 
 def test_every_table_and_config_key_is_documented() -> None:
+    """Every table of every edition in the resources page (and in the README's table of
+    them), and every argument of the source in the configuration page."""
     import inspect
 
     from sources.repo_analytics import EDITION_SPECS, repo_analytics
 
+    resources, configuration = page("resources.md"), page("configuration.md")
     for spec in EDITION_SPECS.values():
         for endpoint in spec.endpoints:
-            assert f"`{endpoint.table}`" in README, endpoint.table
-            for child in endpoint.children:
-                assert f"`{child.table}`" in README, child.table
+            tables = [endpoint.table, *(child.table for child in endpoint.children)]
+            if endpoint.details is not None:
+                tables.append(endpoint.details.table)
+            for table in tables:
+                assert f"`{table}`" in resources, table
+                short = "`_" + table.rsplit("_", 1)[1] + "`"  # `_global`: the README's short form
+                assert f"`{table}`" in README or short in README, table
     # set by our own pipelines, not by users
     internal = {
         "report",
@@ -90,9 +104,9 @@ def test_every_table_and_config_key_is_documented() -> None:
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
     for name in parameters:
         if name == "retry":
-            assert "`retry.max_attempts`" in README
+            assert "`retry.max_attempts`" in configuration
         elif name not in internal:
-            assert f"`{name}`" in README, name
+            assert f"`{name}`" in configuration, name
 
 
 # An absolute path that only some machine has: the temp folder, a home folder, a venv, a
@@ -140,7 +154,7 @@ def test_no_test_bench_or_ci_file_names_a_machine_path() -> None:
     assert offenders == []
 
 
-CODE_FOLDERS = ("sources", "pipelines", "simulator", "tests", "bench")
+CODE_FOLDERS = ("sources", "pipelines", "simulator", "tests", "bench", "docs")
 
 
 @pytest.mark.parametrize("tool", [("format", "--check"), ("check",)], ids=["format", "lint"])

@@ -1,4 +1,4 @@
-"""The README's configuration table, tested key by key (issue 12).
+"""The docs' configuration table (docs/configuration.md), tested key by key (issue 12).
 
 Every key of the table is a setting of the source's spec (and the other way round), and each
 one works both as its environment variable and as its `repo-analytics load` flag (secrets: as
@@ -38,46 +38,52 @@ from sources.repo_analytics.config import SECRET_KEYS, env_name, setting_keys
 from tests.conftest import FIXED_NOW
 from tests.extractor.helpers import folder_flags
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+# the configuration page; its table is generated from the spec (docs/generate.py), and this
+# module checks it against the spec and the command line independently of the generator
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 CLI = Path(sys.executable).parent / "repo-analytics"
 END = datetime.fromtimestamp(FIXED_NOW, UTC)
 CLOUD_PREFIX, SERVER_PREFIX = "/rest/latest/", "/rest/analytics-api/latest/"
 
 
-def table_keys(readme: str) -> list[str]:
-    """The keys of the table under `## Configuration`: each backticked name in a row's first
-    cell (`retry.connect_timeout`, `retry.read_timeout` share a row)."""
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+def settings_section(page: str) -> str:
+    """The page's section that lists every setting (its other tables are dlt's settings)."""
+    return page.split("\n## Every setting\n", 1)[1].split("\n## ", 1)[0]
+
+
+def table_keys(page: str) -> list[str]:
+    """The keys of the table under `## Every setting`: each backticked name in a row's first
+    cell."""
     keys: list[str] = []
-    for line in section.splitlines():
+    for line in settings_section(page).splitlines():
         if line.startswith("| `"):
             keys += re.findall(r"`([a-z_.]+)`", line.split("|")[1])
     return keys
 
 
 def differences(table: list[str], spec: tuple[str, ...]) -> dict[str, list[str]]:
-    """Keys only in the README's table, only in the spec, or twice in the table."""
+    """Keys only in the page's table, only in the spec, or twice in the table."""
     return {
         "not in the spec": sorted(set(table) - set(spec)),
-        "not in the README": sorted(set(spec) - set(table)),
-        "twice in the README": sorted(k for k, n in Counter(table).items() if n > 1),
+        "not in the docs": sorted(set(spec) - set(table)),
+        "twice in the docs": sorted(k for k, n in Counter(table).items() if n > 1),
     }
 
 
-def test_readme_table_is_the_spec() -> None:
-    """Every setting of the spec has its row in the README, and every row is a setting."""
-    found = differences(table_keys(README.read_text(encoding="utf-8")), setting_keys())
-    assert found == {"not in the spec": [], "not in the README": [], "twice in the README": []}
+def test_docs_table_is_the_spec() -> None:
+    """Every setting of the spec has its row in the page, and every row is a setting."""
+    found = differences(table_keys(PAGE.read_text(encoding="utf-8")), setting_keys())
+    assert found == {"not in the spec": [], "not in the docs": [], "twice in the docs": []}
 
 
-def test_readme_rows_name_variable_and_flag() -> None:
+def test_docs_rows_name_variable_and_flag() -> None:
     """Each row's second cell: the key's variable and (but for the credentials) its flag."""
-    section = README.read_text(encoding="utf-8").split("\n## Configuration\n", 1)[1]
     rows = {
         re.findall(r"`([a-z_.]+)`", line.split("|")[1])[0]: line.split("|")[2].strip()
-        for line in section.split("\n## ", 1)[0].splitlines()
+        for line in settings_section(PAGE.read_text(encoding="utf-8")).splitlines()
         if line.startswith("| `")
     }
+    assert sorted(rows) == sorted(setting_keys())
     for key, cell in rows.items():
         expected = f"`{env_name(key)}`"
         if key not in SECRET_KEYS:
@@ -90,14 +96,14 @@ def option_of(key: str) -> str:
 
 
 def test_a_missing_or_unknown_row_is_found() -> None:
-    """The comparison above fails for a README without a key's row, or with a row the spec
+    """The comparison above fails for a page without a key's row, or with a row the spec
     does not have."""
-    readme = README.read_text(encoding="utf-8")
-    row = next(line for line in readme.splitlines() if line.startswith("| `page_size` |"))
-    without = readme.replace(row + "\n", "")
-    extra = readme.replace(row, row + "\n| `page_sise` | `7` | a typo |")
+    text = PAGE.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `page_size` |"))
+    without = text.replace(row + "\n", "")
+    extra = text.replace(row, row + "\n| `page_sise` | `7` | a typo |")
 
-    assert differences(table_keys(without), setting_keys())["not in the README"] == ["page_size"]
+    assert differences(table_keys(without), setting_keys())["not in the docs"] == ["page_size"]
     assert differences(table_keys(extra), setting_keys())["not in the spec"] == ["page_sise"]
 
 
@@ -444,8 +450,8 @@ CASES: dict[str, Case] = {
 }
 
 
-def test_every_readme_key_has_a_case() -> None:
-    assert sorted(CASES) == sorted(table_keys(README.read_text(encoding="utf-8")))
+def test_every_documented_key_has_a_case() -> None:
+    assert sorted(CASES) == sorted(table_keys(PAGE.read_text(encoding="utf-8")))
 
 
 def base_settings(sim: Simulator) -> dict[str, str]:
