@@ -27,7 +27,6 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from .arrow_pages import ARROW_PAGE_BYTES, PageShape, decode_page
 from .config import RetryConfiguration
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
-from .fanin import CpuTurn
 from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
@@ -112,7 +111,6 @@ class ApiClient:
         self._envelope = error_envelope
         self.settings = settings
         self.report = report
-        self.turn = CpuTurn()  # given up while this client waits (see fanin.CpuTurn)
         self._wait_lock = threading.Lock()
         self._waited = 0.0
 
@@ -163,7 +161,6 @@ class ApiClient:
             wait=self._wait,
             retry=retry_if_exception(is_retryable),
             before_sleep=lambda state: self._before_sleep(state, label),
-            sleep=self._sleep,
             reraise=True,
         )
         try:
@@ -228,17 +225,7 @@ class ApiClient:
         )
         log(f"retrying {label} in {seconds:.2f} s (attempt {state.attempt_number}): {reason}")
 
-    def _sleep(self, seconds: float) -> None:
-        with self.turn.released():
-            time.sleep(seconds)
-
     def _send(
-        self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
-    ) -> requests.Response:
-        with self.turn.released():
-            return self._send_waiting(path, params, label, accept, stream)
-
-    def _send_waiting(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str, stream: bool
     ) -> requests.Response:
         """The answer (its body read, unless `stream` and not an error's); requests' failures
@@ -283,14 +270,13 @@ class ApiClient:
 
     def _json_body(self, response: requests.Response, shape: PageShape | None = None) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
-        with self.turn.released():  # reading the body, Arrow's decoding: no Python work
-            try:
-                content = response.content
-            except FAILURES as error:
-                raise request_failure(error, response.url) from None
-            body = None
-            if shape is not None and len(content) >= ARROW_PAGE_BYTES:
-                body = decode_page(content, shape)
+        try:
+            content = response.content
+        except FAILURES as error:
+            raise request_failure(error, response.url) from None
+        body = None
+        if shape is not None and len(content) >= ARROW_PAGE_BYTES:
+            body = decode_page(content, shape)
         by_arrow = body is not None
         if body is None:
             try:
@@ -330,7 +316,7 @@ class ApiClient:
             self._refuse_stream(response, kind)
         spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         try:
-            with response, self.turn.released():
+            with response:
                 for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
                     spool.write(chunk)
         except FAILURES:  # a read timeout or a reset mid-body too
