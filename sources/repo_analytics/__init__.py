@@ -324,7 +324,7 @@ def pending_details_resource(
             for scope in scopes
             if wanted.get(scope.key)
         ]
-        yield from source_items(fan_in(tasks, ctx.plan.concurrency, turn=ctx.client.turn))
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
     return dlt.resource(
         pending,
@@ -433,7 +433,7 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Sco
             )
             for scope in scopes
         ]
-        yield from source_items(fan_in(tasks, ctx.plan.concurrency, turn=ctx.client.turn))
+        yield from source_items(fan_in(tasks, ctx.plan.concurrency))
 
     return dlt.resource(
         read_scopes, name=endpoint.name, table_name=endpoint.table, section="repo_analytics"

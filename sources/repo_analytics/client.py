@@ -1,57 +1,50 @@
-"""The one HTTP client: session per thread, auth, timeouts, tenacity retries, error classes.
+"""The one HTTP client: a requests session per thread, auth, timeouts, tenacity retries,
+error classes.
 
-Every request of the extractor goes through `ApiClient.get`; nothing else but its helpers
-(`connection.py`: connections and redirects; `transport.py`: retryable failures,
-Retry-After, the host gate, TLS guards) talks HTTP.
+Every request of the extractor goes through `ApiClient`; nothing else talks HTTP. requests
+and urllib3 do the HTTP (connections kept alive, TLS verification, proxies, gzip, redirects);
+what is ours is here and in `transport.py`: retries and their budget, the host gate for
+Retry-After and the in-flight bound, the edition's error rules, sanitised URLs in every
+message, and the redirect rules (`transport.HostSession`).
 """
 
 from __future__ import annotations
 
-import http.client
 import random
-import ssl
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
-from urllib.parse import urlsplit
 
 import orjson
 import requests
 from dlt.common import logger
-from requests.utils import requote_uri
+from requests.utils import get_environ_proxies, requote_uri
 from tenacity import RetryCallState, Retrying, retry_if_exception
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    HTTPError,
-    NewConnectionError,
-    ReadTimeoutError,
-    SSLError,
-)
 
 from .arrow_pages import ARROW_PAGE_BYTES, PageShape, decode_page
 from .config import RetryConfiguration
-from .connection import BrokenBody, Reply, Transport
-from .direct import HostUnreachable
 from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
-from .fanin import CpuTurn
 from .plan import RunPlan
 from .report import RunReport
 from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
 from .tables import ErrorEnvelope, ErrorRule
 from .transport import (
+    FAILURES,
     HostGate,
+    HostSession,
     RetryableError,
     content_kind,
     environment_ca_bundle,
+    host_adapter,
     is_retryable,
     reason_of,
     refused_elsewhere,
+    request_failure,
     retry_after_seconds,
     sanitise,
-    tls_error,
 )
 
 JSON_TYPES = ("application/json", "text/json")
@@ -90,7 +83,7 @@ class ApiClient:
         ca_bundle: the PEM file of the CAs an HTTPS host is verified against; None: requests'
             default (`REQUESTS_CA_BUNDLE` or `CURL_CA_BUNDLE` when set, else certifi's store).
             The environment's proxies are read once, as requests reads them (`HTTPS_PROXY`,
-            `NO_PROXY`, ...); `~/.netrc` is never read.
+            `NO_PROXY`, ...); `~/.netrc` is never read (`transport.HostSession`).
     """
 
     def __init__(
@@ -107,21 +100,28 @@ class ApiClient:
     ) -> None:
         self.api_base = requote_uri(api_base.rstrip("/"))
         self.gate = gate or HostGate(DEFAULT_CONCURRENCY)
+        self._headers = dict(headers)
+        self._verify: str | bool = ca_bundle or environment_ca_bundle() or True
+        self._proxies = get_environ_proxies(self.api_base)  # NO_PROXY applied
         # a streamed body keeps its connection past the gate: room for as many again
-        self._transport = Transport(
-            headers,
-            ca_bundle or environment_ca_bundle() or True,
-            requests.utils.get_environ_proxies(self.api_base),
-            2 * self.gate.size,
-        )
+        self._adapter = host_adapter(2 * self.gate.size)
+        self._local = threading.local()
         self._rules = error_rules
         self._error_message = error_message
         self._envelope = error_envelope
         self.settings = settings
         self.report = report
-        self.turn = CpuTurn()  # given up while this client waits (see fanin.CpuTurn)
         self._wait_lock = threading.Lock()
         self._waited = 0.0
+
+    def _session(self) -> requests.Session:
+        """This thread's session (requests' sessions are not made to be shared by threads);
+        the connection pools are the client's, shared by all of them."""
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = HostSession(self._adapter, self._headers, self._verify, self._proxies)
+            self._local.session = session
+        return session
 
     def url(self, path: str) -> str:
         """The URL of `path` below the API base (its values quoted by `Scope.path`), or of an
@@ -161,7 +161,6 @@ class ApiClient:
             wait=self._wait,
             retry=retry_if_exception(is_retryable),
             before_sleep=lambda state: self._before_sleep(state, label),
-            sleep=self._sleep,
             reraise=True,
         )
         try:
@@ -226,19 +225,11 @@ class ApiClient:
         )
         log(f"retrying {label} in {seconds:.2f} s (attempt {state.attempt_number}): {reason}")
 
-    def _sleep(self, seconds: float) -> None:
-        with self.turn.released():
-            time.sleep(seconds)
-
-    def _send(self, path: str, params: Mapping[str, Any] | None, label: str, accept: str) -> Reply:
-        with self.turn.released():
-            return self._send_waiting(path, params, label, accept)
-
-    def _send_waiting(
+    def _send(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str
-    ) -> Reply:
-        """The answer's status and headers (its body unread, unless an error's); failures to
-        connect or to read in time as `RetryableError`."""
+    ) -> requests.Response:
+        """The answer, its body unread unless an error's (the caller reads and closes it);
+        requests' failures as this package's (`transport.request_failure`)."""
         began = time.monotonic()
         waited = self.gate.wait_turn()
         if waited:
@@ -247,32 +238,21 @@ class ApiClient:
         self.report.count_request(label)
         try:
             with self.gate.in_flight:
-                response = self._transport.get(
+                response = self._session().get(
                     url,
-                    params,
-                    {"Accept": accept},
-                    (self.settings.connect_timeout, self.settings.read_timeout),
+                    params=params,
+                    headers={"Accept": accept},
+                    timeout=(self.settings.connect_timeout, self.settings.read_timeout),
+                    stream=True,
                 )
-        except (NewConnectionError, HostUnreachable):  # refused, or no such host name
-            # (before the timeouts: urllib3 makes it a kind of connect timeout)
-            host = urlsplit(sanitise(url)).netloc
-            raise RetryableError(
-                f"connection refused or host not found: {sanitise(url)}", unreachable=host
-            ) from None
-        except (ConnectTimeoutError, ReadTimeoutError, TimeoutError):
-            raise RetryableError(f"timeout from {sanitise(url)}") from None
-        except (SSLError, ssl.SSLError) as error:
-            raise tls_error(error, url) from None
-        except (HTTPError, http.client.HTTPException, OSError) as error:
-            raise RetryableError(
-                f"connection error from {sanitise(url)}: {type(error).__name__}"
-            ) from None
+        except FAILURES as error:
+            raise request_failure(error, url) from None
         if response.status_code >= 400 or response.status_code in RETRYABLE_STATUSES:
-            try:
-                body = response.content
-            except BrokenBody:
-                body = b""
-            response.close()
+            with response:
+                try:
+                    body = whole_body(response)
+                except FAILURES:
+                    body = b""
             elsewhere = refused_elsewhere(url, response)
             if elsewhere is not None:
                 raise elsewhere
@@ -282,22 +262,21 @@ class ApiClient:
     def _get_json_once(
         self, path: str, params: Mapping[str, Any] | None, label: str, shape: PageShape | None
     ) -> Answer:
-        response = self._send(path, params, label, "application/json")
-        kind = content_kind(response)
-        if kind not in JSON_TYPES:
-            raise self._not_expected(response, kind, "JSON")
-        return Answer(self._json_body(response, shape), response.url)
+        with self._send(path, params, label, "application/json") as response:
+            kind = content_kind(response)
+            if kind not in JSON_TYPES:
+                raise self._not_expected(response, kind, "JSON")
+            return Answer(self._json_body(response, shape), response.url)
 
-    def _json_body(self, response: Reply, shape: PageShape | None = None) -> Any:
+    def _json_body(self, response: requests.Response, shape: PageShape | None = None) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
-        with self.turn.released():  # reading the body, Arrow's decoding: no Python work
-            try:
-                content = response.content
-            except BrokenBody:
-                raise RetryableError(f"truncated body from {sanitise(response.url)}") from None
-            body = None
-            if shape is not None and len(content) >= ARROW_PAGE_BYTES:
-                body = decode_page(content, shape)
+        try:
+            content = whole_body(response)
+        except FAILURES as error:
+            raise request_failure(error, response.url) from None
+        body = None
+        if shape is not None and len(content) >= ARROW_PAGE_BYTES:
+            body = decode_page(content, shape)
         by_arrow = body is not None
         if body is None:
             try:
@@ -313,7 +292,7 @@ class ApiClient:
         return body
 
     @staticmethod
-    def _not_expected(response: Reply, kind: str, wanted: str) -> FatalApiError:
+    def _not_expected(response: requests.Response, kind: str, wanted: str) -> FatalApiError:
         advice = (
             "check base_url and api_prefix; if they are right, report it with this line"
             if kind in JSON_TYPES
@@ -337,10 +316,10 @@ class ApiClient:
             self._refuse_stream(response, kind)
         spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         try:
-            with response, self.turn.released():
+            with response:
                 for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
                     spool.write(chunk)
-        except BrokenBody:  # a read timeout mid-body too
+        except FAILURES:  # a read timeout or a reset mid-body too
             read = spool.tell()
             spool.close()
             raise RetryableError(
@@ -352,7 +331,7 @@ class ApiClient:
         spool.seek(0)
         return spool
 
-    def _refuse_stream(self, response: Reply, kind: str) -> None:
+    def _refuse_stream(self, response: requests.Response, kind: str) -> None:
         """A JSON or HTML answer where a text export was asked for: an error, never rows."""
         with response:
             if kind in JSON_TYPES:
@@ -360,7 +339,7 @@ class ApiClient:
         raise self._not_expected(response, kind, "CSV")
 
     # classification ----------------------------------------------------------------------------
-    def _raise_for(self, response: Reply, body: bytes) -> None:
+    def _raise_for(self, response: requests.Response, body: bytes) -> None:
         status = response.status_code
         url = sanitise(response.url)
         if status in RETRYABLE_STATUSES:
@@ -412,6 +391,12 @@ class ApiClient:
                         rule.kind, text, status, url, retryable=rule.outcome == "retry_then_skip"
                     )
                 raise FatalApiError(rule.kind, text, status, url)
+
+
+def whole_body(response: requests.Response) -> bytes:
+    """The body of a streamed answer, read to its end at once (`Response.content` reads it in
+    10 KB chunks: a list page of 100-500 KB in tens of reads)."""
+    return b"".join(response.iter_content(chunk_size=None))
 
 
 def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = None) -> ApiClient:

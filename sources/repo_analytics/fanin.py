@@ -11,7 +11,6 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -21,46 +20,6 @@ _DONE = object()  # a task's iterator is exhausted
 _POLL_SECONDS = 0.05  # how often a blocked producer looks whether the consumer has gone
 
 
-class CpuTurn:
-    """One reading thread at a time does Python work; a thread lets the next one go while it
-    waits (for the host, a retry's pause, a full hand-over queue).
-
-    Threads that all run Python and call Arrow take turns at the GIL around every Arrow call:
-    measured on a self-hosted nightly, 770,000 futex calls and 14.2 s with 4 threads against
-    11.5 s with one. Taking turns here keeps the threads for what they are for, waiting on the
-    network at once. A thread that does not hold the turn (the main thread, a detail pool's
-    threads) is not held back by it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._local = threading.local()
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        self._lock.acquire()
-        self._local.held = True
-        try:
-            yield
-        finally:
-            self._local.held = False
-            self._lock.release()
-
-    @contextmanager
-    def released(self) -> Iterator[None]:
-        """While waiting: the turn is given up if this thread holds it, and taken back after."""
-        if not getattr(self._local, "held", False):
-            yield
-            return
-        self._local.held = False
-        self._lock.release()
-        try:
-            yield
-        finally:
-            self._lock.acquire()
-            self._local.held = True
-
-
 class _Failed:
     """A task's exception, carried to the consumer."""
 
@@ -68,15 +27,12 @@ class _Failed:
         self.error = error
 
 
-def fan_in(
-    tasks: Sequence[Task[T]], workers: int, buffer: int = 8, turn: CpuTurn | None = None
-) -> Iterator[T]:
+def fan_in(tasks: Sequence[Task[T]], workers: int, buffer: int = 8) -> Iterator[T]:
     """The items of every task's iterator, as they come, read by up to `workers` threads.
 
     A task's exception ends the whole iteration with that exception (the other tasks are
     stopped at their next item); so does closing this iterator. Items of one task keep their
-    order. With one worker or one task, the tasks run here, one after another. With `turn`,
-    the tasks' threads take turns at their Python work (see `CpuTurn`).
+    order. With one worker or one task, the tasks run here, one after another.
     """
     if workers <= 1 or len(tasks) <= 1:
         for task in tasks:
@@ -86,12 +42,6 @@ def fan_in(
     stop = threading.Event()
 
     def put(item: Any) -> bool:
-        if turn is not None:
-            with turn.released():
-                return put_now(item)
-        return put_now(item)
-
-    def put_now(item: Any) -> bool:
         while not stop.is_set():
             try:
                 handover.put(item, timeout=_POLL_SECONDS)
@@ -101,12 +51,6 @@ def fan_in(
         return False
 
     def run(task: Task[T]) -> None:
-        if turn is None:
-            return run_task(task)
-        with turn.held():
-            return run_task(task)
-
-    def run_task(task: Task[T]) -> None:
         if stop.is_set():
             return
         items = task()

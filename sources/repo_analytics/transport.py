@@ -1,21 +1,34 @@
-"""What one request needs around the client: the retryable failure and its reason, the
-host's Retry-After, one gate per host, and the TLS and redirect guards.
+"""What one request needs around the client: the session it is sent on (requests), the
+retryable failure and its reason, the host's Retry-After, one gate per host, and requests'
+failures said as this package says them (TLS, redirects, unreachable hosts).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import ssl
 import threading
 import time
+from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import CertificateError, FatalApiError, SkippableApiError
+import requests
+from requests.adapters import HTTPAdapter
+from requests.models import DEFAULT_REDIRECT_LIMIT
 
-if TYPE_CHECKING:
-    from .connection import Reply
+from .errors import CertificateError, DowngradeError, FatalApiError, SkippableApiError, bare_url
+
+# a connection could not be opened: refused, no such host name, no route to it
+UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH})
+# a body that broke off (fewer bytes than announced, a bad chunk) or cannot be decoded
+BODY_ERRORS = (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)
+# what a GET through requests raises when it fails; a ValueError of its own is http.client's,
+# for a chunk size below zero, which urllib3 passes on as it is: a broken body
+FAILURES = (requests.RequestException, ValueError)
 
 
 class RetryableError(Exception):
@@ -67,9 +80,11 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def content_kind(response: Reply) -> str:
-    """The answer's media type without parameters, lower case (`text/csv`)."""
-    return response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+def content_kind(response: requests.Response) -> str:
+    """The answer's media type without parameters, lower case (`text/csv`); of a header sent
+    twice (joined by urllib3 with a comma), the first."""
+    value = response.headers.get("Content-Type", "")
+    return value.split(",")[0].split(";")[0].strip().lower()
 
 
 class HostGate:
@@ -95,26 +110,83 @@ class HostGate:
         return 0.0
 
 
+# the session ---------------------------------------------------------------------------------
 def environment_ca_bundle() -> str | None:
     """The CA bundle the environment names, as requests reads it (`REQUESTS_CA_BUNDLE`, then
     `CURL_CA_BUNDLE`), or None."""
     return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None
 
 
-def ssl_failure(error: BaseException) -> ssl.SSLError | None:
-    """The `ssl.SSLError` inside urllib3's wrappers of `error`, if any."""
+def host_adapter(connections: int) -> HTTPAdapter:
+    """The connection pools of one client, shared by its threads' sessions: up to
+    `connections` kept open per host, no retries of urllib3's (the client's own retries
+    count and pace every attempt)."""
+    return HTTPAdapter(pool_maxsize=connections, max_retries=0)
+
+
+class HostSession(requests.Session):
+    """requests' session for one thread of a client, with two rules of ours.
+
+    - The environment is not read by requests (`trust_env` off): above all `~/.netrc`, whose
+      entry for the host would replace the configured credentials. The proxies and the CA
+      bundle requests would take from the environment are given here instead
+      (`ApiClient` reads them as requests does).
+    - A redirect from HTTPS to plain HTTP is refused before it is sent (`DowngradeError`);
+      one to another host is followed without the credentials (requests drops
+      `Authorization` there, `Session.should_strip_auth`).
+
+    Args:
+        adapter: the client's connection pools, mounted for both schemes.
+        headers: sent with every request (auth).
+        verify: the CA bundle file or folder HTTPS hosts are verified against; True:
+            certifi's store.
+        proxies: by scheme (`all` for any), as `requests.utils.get_environ_proxies` reads them.
+    """
+
+    def __init__(
+        self,
+        adapter: HTTPAdapter,
+        headers: Mapping[str, str],
+        verify: str | bool,
+        proxies: Mapping[str, str],
+    ) -> None:
+        super().__init__()
+        self.trust_env = False
+        self.verify = verify
+        self.proxies = dict(proxies)
+        self.headers.update(headers)
+        self.mount("https://", adapter)
+        self.mount("http://", adapter)
+
+    def rebuild_auth(
+        self, prepared_request: requests.PreparedRequest, response: requests.Response
+    ) -> None:
+        """Called by requests for each redirect, with its target, before it is sent."""
+        target = str(prepared_request.url)
+        if urlsplit(response.url).scheme == "https" and urlsplit(target).scheme != "https":
+            raise DowngradeError(target, "a redirect")
+        super().rebuild_auth(prepared_request, response)
+
+
+# failures ------------------------------------------------------------------------------------
+def causes(error: BaseException) -> list[BaseException]:
+    """`error` and what it wraps (urllib3's and requests' wrappers keep the cause in their
+    arguments, `reason` or `__cause__`), outermost first."""
     seen: list[BaseException] = []
     todo: list[Any] = [error]
     while todo:
-        current = todo.pop()
-        if not isinstance(current, BaseException) or current in seen:
+        current = todo.pop(0)
+        if not isinstance(current, BaseException) or any(current is s for s in seen):
             continue
         seen.append(current)
-        if isinstance(current, ssl.SSLError):
-            return current
         todo += [*current.args, getattr(current, "reason", None), current.__cause__]
         todo.append(current.__context__)
-    return None
+    return seen
+
+
+def ssl_failure(error: BaseException) -> ssl.SSLError | None:
+    """The `ssl.SSLError` inside `error`, if any."""
+    return next((c for c in causes(error) if isinstance(c, ssl.SSLError)), None)
 
 
 def tls_error(error: BaseException, url: str) -> Exception:
@@ -133,7 +205,46 @@ def tls_error(error: BaseException, url: str) -> Exception:
     return RetryableError(f"TLS error from {sanitise(url)}: {reason}")
 
 
-def refused_elsewhere(url: str, response: Reply) -> FatalApiError | None:
+def unreachable(error: BaseException) -> bool:
+    """No connection could be made: refused, no such host name, no route to the host."""
+    return any(
+        isinstance(c, socket.gaierror) or (isinstance(c, OSError) and c.errno in UNREACHABLE_ERRNOS)
+        for c in causes(error)
+    )
+
+
+def request_failure(error: Exception, url: str) -> Exception:
+    """requests' failure of a GET of `url` as the client raises it: retryable unless retrying
+    cannot help; the URL in the message sanitised, never a header's value."""
+    where = sanitise(url)
+    if isinstance(error, requests.exceptions.SSLError):
+        return tls_error(error, url)
+    if isinstance(error, requests.exceptions.InvalidHeader):  # its message holds the value
+        return FatalApiError(
+            "invalid_header",
+            "a header of the request holds a line break or another control character: check "
+            "the credentials' settings (the end of the line they were pasted in)",
+        )
+    if isinstance(error, BODY_ERRORS) or not isinstance(error, requests.RequestException):
+        return RetryableError(f"truncated body from {where}")
+    if isinstance(error, requests.Timeout) or any(
+        isinstance(c, TimeoutError) for c in causes(error)
+    ):
+        return RetryableError(f"timeout from {where}")
+    if isinstance(error, requests.TooManyRedirects):
+        return FatalApiError(
+            "redirect_loop",
+            f"more than {DEFAULT_REDIRECT_LIMIT} redirects from {bare_url(url)}: check base_url",
+        )
+    if not isinstance(error, requests.exceptions.ProxyError) and unreachable(error):
+        return RetryableError(
+            f"connection refused or host not found: {where}", unreachable=urlsplit(where).netloc
+        )
+    innermost = causes(error)[-1]
+    return RetryableError(f"connection error from {where}: {type(innermost).__name__}")
+
+
+def refused_elsewhere(url: str, response: requests.Response) -> FatalApiError | None:
     """A 401 or 403 from another host a redirect led to: that host got no credentials
     (they are dropped when the host changes), so the refusal says nothing of them."""
     if not response.history or response.status_code not in (401, 403):
