@@ -196,11 +196,8 @@ def print_summary(result: Any) -> None:
 def print_pipeline(pipeline: Any) -> None:
     """Where the run's dlt pipeline lives, and how dlt's own commands find it."""
     from pipelines.load import pipeline_line
-    from pipelines.warehouse import views_note
 
     print(pipeline_line(pipeline))
-    for note in views_note(pipeline):
-        print(note)
 
 
 def waited(totals: Any) -> str:

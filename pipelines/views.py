@@ -5,6 +5,9 @@ over the tables that exist; an edition that was not loaded simply contributes no
 SELECT may also read an optional table (`{optional:name}`, `EditionSpec.optional_tables`):
 the table when it was loaded with the columns the SELECT needs, else an empty stand-in with
 those columns. The README lists each column's source.
+
+The SQL is DuckDB's; other SQL destinations (Postgres) get it transpiled
+(`pipelines/views_sql.py`): the same names, columns and values on each.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pipelines.views_sql import dialect_of, in_dialect
+from pipelines.warehouse import exclusive_load
 from sources.repo_analytics import EDITION_SPECS
 
 # view -> its columns, in the order every edition's SELECT produces them
@@ -41,12 +46,14 @@ DERIVED: Final[dict[str, str]] = {
                -- the session's local date); cloud rows: the author's local wall time's day
                CAST(coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS DATE)
                    AS day,
-               count(*) AS commits, sum(lines_added) AS lines_added,
-               sum(lines_deleted) AS lines_deleted
+               count(*) AS commits, sum(lines_added)::BIGINT AS lines_added,
+               sum(lines_deleted)::BIGINT AS lines_deleted
         FROM {d}.commits GROUP BY ALL""",
     "pull_request_cycle_times": """
         SELECT source, edition, project_key, repository_slug, pull_request_id, state,
-               created_at, resolved_at, date_diff('minute', created_at, resolved_at) / 60.0
+               created_at, resolved_at,
+               -- the hours between the two instants, to the microsecond
+               CAST(extract(epoch FROM resolved_at - created_at) AS DOUBLE) / 3600
                    AS hours_to_resolve,
                resolved_at_source
         FROM {d}.pull_requests WHERE state <> 'OPEN'""",
@@ -128,13 +135,24 @@ def optional_tables() -> dict[str, Mapping[str, str]]:
     }
 
 
+def has_views(pipeline: Any) -> bool:
+    """Whether the canonical views are made on `pipeline`'s destination: a SQL destination
+    that keeps views (DuckDB, Postgres, any dlt SQL destination with a sqlglot dialect); not
+    the Delta tables of `parquet`, whose SQL client is an in-memory DuckDB of the run."""
+    name = pipeline.destination.destination_name
+    return name != "filesystem" and pipeline.destination.capabilities().sqlglot_dialect is not None
+
+
 def create_views(pipeline: Any) -> list[str]:
     """Create or replace every canonical view whose tables exist; the names created.
 
-    Table names are qualified with the dataset (`{d}` in the SQL above).
+    Table names are qualified with the dataset (`{d}` in the SQL above); the SQL is DuckDB's,
+    transpiled for other destinations (`pipelines/views_sql.py`). On a warehouse several
+    processes may load at once: the views are made under the dataset's load lock.
     """
+    dialect = dialect_of(pipeline)
     created: list[str] = []
-    with pipeline.sql_client() as client:
+    with exclusive_load(pipeline), pipeline.sql_client() as client:
         dataset = client.fully_qualified_dataset_name()
         existing = {
             row[0]
@@ -164,14 +182,16 @@ def create_views(pipeline: Any) -> list[str]:
             for placeholder, relation in optional.items():
                 union = union.replace(placeholder, relation)
             client.execute_sql(
-                f"CREATE OR REPLACE VIEW {dataset}.{view} ({COLUMNS[view]}) AS {union}"
+                f"CREATE OR REPLACE VIEW {dataset}.{view} ({COLUMNS[view]}) AS "
+                + in_dialect(union, dialect)
             )
             existing.add(view)
             created.append(view)
         for view, sql in DERIVED.items():
             if DERIVED_FROM[view] in existing:
                 client.execute_sql(
-                    f"CREATE OR REPLACE VIEW {dataset}.{view} AS " + sql.replace("{d}", dataset)
+                    f"CREATE OR REPLACE VIEW {dataset}.{view} AS "
+                    + in_dialect(sql.replace("{d}", dataset), dialect)
                 )
                 created.append(view)
     return created
