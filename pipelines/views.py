@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pipelines.views_sql import dialect_of, in_dialect
-from pipelines.warehouse import exclusive_load
+from dlt.destinations.exceptions import DatabaseException
+
+from pipelines.views_sql import SOURCE_DIALECT, dialect_of, in_dialect
+from pipelines.warehouse import WarehouseError, exclusive_load, first_line
 from sources.repo_analytics import EDITION_SPECS
 
 # view -> its columns, in the order every edition's SELECT produces them
@@ -151,50 +153,79 @@ def create_views(pipeline: Any) -> list[str]:
     processes may load at once: the views are made under the dataset's load lock.
     """
     dialect = dialect_of(pipeline)
-    created: list[str] = []
     with exclusive_load(pipeline), pipeline.sql_client() as client:
-        dataset = client.fully_qualified_dataset_name()
-        existing = {
-            row[0]
-            for row in client.execute_sql(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-                pipeline.dataset_name,
-            )
-        }
-        columns: dict[str, set[str]] = {}
-        for table, column in client.execute_sql(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = %s",
-            pipeline.dataset_name,
-        ):
-            columns.setdefault(table, set()).add(column)
-        optional = {
-            f"{{optional:{table}}}": optional_relation(
-                dataset, table, needed, columns.get(table, set())
-            )
-            for table, needed in optional_tables().items()
-        }
-        for view, parts in edition_views().items():
-            selects = [sql for table, sql in parts if table in existing]
-            if not selects:
-                continue
-            union = " UNION ALL ".join(selects).replace("{d}", dataset)
-            for placeholder, relation in optional.items():
-                union = union.replace(placeholder, relation)
-            client.execute_sql(
-                f"CREATE OR REPLACE VIEW {dataset}.{view} ({COLUMNS[view]}) AS "
-                + in_dialect(union, dialect)
-            )
-            existing.add(view)
-            created.append(view)
-        for view, sql in DERIVED.items():
-            if DERIVED_FROM[view] in existing:
-                client.execute_sql(
-                    f"CREATE OR REPLACE VIEW {dataset}.{view} AS "
-                    + in_dialect(sql.replace("{d}", dataset), dialect)
-                )
-                created.append(view)
-    return created
+        definitions = view_definitions(client, pipeline.dataset_name, dialect)
+        if dialect == SOURCE_DIALECT:
+            for _, sql in definitions:
+                client.execute_sql(f"CREATE OR REPLACE {sql}")
+        else:
+            remake_views(client, definitions)
+    return [view for view, _ in definitions]
+
+
+def view_definitions(client: Any, dataset_name: str, dialect: str) -> list[tuple[str, str]]:
+    """(view, `VIEW <name> [(columns)] AS <select>` in `dialect`) of every view whose tables
+    exist in the dataset, the views they read first."""
+    dataset = client.fully_qualified_dataset_name()
+    existing = {
+        row[0]
+        for row in client.execute_sql(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            dataset_name,
+        )
+    }
+    columns: dict[str, set[str]] = {}
+    for table, column in client.execute_sql(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s",
+        dataset_name,
+    ):
+        columns.setdefault(table, set()).add(column)
+    optional = {
+        f"{{optional:{name}}}": optional_relation(dataset, name, needed, columns.get(name, set()))
+        for name, needed in optional_tables().items()
+    }
+    definitions: list[tuple[str, str]] = []
+    for view, parts in edition_views().items():
+        selects = [sql for table, sql in parts if table in existing]
+        if not selects:
+            continue
+        union = " UNION ALL ".join(selects).replace("{d}", dataset)
+        for placeholder, relation in optional.items():
+            union = union.replace(placeholder, relation)
+        definitions.append(
+            (view, f"VIEW {dataset}.{view} ({COLUMNS[view]}) AS {in_dialect(union, dialect)}")
+        )
+        existing.add(view)
+    for view, sql in DERIVED.items():
+        if DERIVED_FROM[view] in existing:
+            select = in_dialect(sql.replace("{d}", dataset), dialect)
+            definitions.append((view, f"VIEW {dataset}.{view} AS {select}"))
+    return definitions
+
+
+def remake_views(client: Any, definitions: list[tuple[str, str]]) -> None:
+    """Each view replaced in place; where the warehouse refuses, dropped with the views of
+    ours that read it and made again, in one transaction (readers see the old view or the
+    new). Postgres keeps a view's column types and refuses a replacement that changes one,
+    as a column does when another edition's tables arrive (text beside varchar). A view of
+    the user's that reads the view makes the drop fail too: then one line says what to do."""
+    dataset = client.fully_qualified_dataset_name()
+    for view, sql in definitions:
+        try:
+            client.execute_sql(f"CREATE OR REPLACE {sql}")
+        except DatabaseException as refused:
+            readers = [derived for derived, base in DERIVED_FROM.items() if base == view]
+            names = ", ".join(f"{dataset}.{name}" for name in (view, *readers))
+            try:
+                with client.begin_transaction():
+                    client.execute_sql(f"DROP VIEW IF EXISTS {names}")
+                    client.execute_sql(f"CREATE {sql}")
+            except DatabaseException as error:
+                raise WarehouseError(
+                    f"the canonical view {dataset}.{view} changed ({first_line(refused)}) and "
+                    f"cannot be made again ({first_line(error)}): drop the views of yours "
+                    "that read it, load again, then make them again"
+                ) from None
 
 
 def optional_relation(
