@@ -28,26 +28,23 @@ EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wa
 def load_command(args: argparse.Namespace) -> int:
     from pipelines.load import run_load
     from pipelines.progress import make_progress
+    from pipelines.run_records import finish_run, start_run
     from sources.repo_analytics import RunReport
 
     overrides = flag_settings(args)
     check_before_run(args)
     report = RunReport()
+    pipeline = make_cli_pipeline(args)
+    run = start_run(pipeline, "load", resolved_source_args(args))
     with make_progress(args.progress, "load") as progress:
         progress.watch(report)
-        result = run_load(make_cli_pipeline(args), report=report, **overrides)
+        result = run_load(pipeline, report=report, **overrides)
     print_summary(result)
     print_pipeline(result.pipeline)
-    published = publish_copy(args)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
-    write_report(
-        args,
-        {
-            "load": report.as_dict(),
-            "reconciliation": check.as_dict() if check else None,
-            "published": published,
-        },
-    )
+    payload = {"load": report.as_dict(), "reconciliation": check.as_dict() if check else None}
+    finish_run(run, [report], check, payload)  # before the copy: readers see the verdict
+    write_report(args, {**payload, "published": publish_copy(args)})
     return exit_code(report.partial, check)
 
 
@@ -308,7 +305,9 @@ def backfilled(
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
     from pipelines.backfill import run_backfill
     from pipelines.progress import make_progress
+    from pipelines.run_records import finish_run, start_run
 
+    run = start_run(pipeline, "backfill", resolved_source_args(args))
     with make_progress(args.progress, "backfill") as progress:
         result = run_backfill(
             pipeline,
@@ -335,7 +334,6 @@ def backfilled(
         f"{sum(w.resumed for w in result.windows)} already finished before{exports}"
     )
     print_pipeline(pipeline)
-    published = publish_copy(args)
     loaded = [w.result for w in result.windows if w.result]
     check = reconciled(
         args,
@@ -344,16 +342,15 @@ def backfilled(
         [load_id for r in loaded for load_id in r.load_ids],
         prefetch,
     )
-    write_report(
-        args,
-        {
-            "backfill": window_reports(result.windows),
-            "backfill_exports": window_reports(result.exports),
-            "backfill_totals": result.totals(),
-            "reconciliation": check.as_dict() if check else None,
-            "published": published,
-        },
-    )
+    payload = {
+        "backfill": window_reports(result.windows),
+        "backfill_exports": window_reports(result.exports),
+        "backfill_totals": result.totals(),
+        "reconciliation": check.as_dict() if check else None,
+    }
+    every = [w.result.report for w in (*result.windows, *result.exports) if w.result]
+    finish_run(run, every, check, payload)  # before the copy: readers see the verdict
+    write_report(args, {**payload, "published": publish_copy(args)})
     return exit_code(result.partial, check)
 
 

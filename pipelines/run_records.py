@@ -1,0 +1,157 @@
+"""The runs' reports kept in the dataset: `_repo_analytics_runs`, a row per `load`,
+`backfill` or `demo` run of a SQL destination (DuckDB, Postgres), so a dashboard or BI tool
+needs only the warehouse to tell when each source was last loaded, what it read and whether
+the reconciliation passed (the run report file beside a DuckDB file is not in a warehouse).
+
+A run's row is written as it starts (status `running`, when the dataset exists already) and
+written again as it ends (`ok` or `partial`, with its counts, its reconciliation verdict and
+its whole run report as JSON). A row still `running` is a run that was stopped, failed or is
+under way: an unfinished backfill shows as one. Recording never fails a run: a dataset that
+cannot be written is a warning in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from dlt.common import logger
+
+from pipelines.duckdb_file import lock_wait, waiting
+from pipelines.views import has_views
+from pipelines.views_sql import dialect_of, in_dialect
+from pipelines.warehouse import exclusive_load, first_line
+from sources.repo_analytics.origin import source_identity
+
+RUNS_TABLE: Final = "_repo_analytics_runs"
+# column -> its type (DuckDB's name; transpiled for other destinations)
+RUN_COLUMNS: Final[dict[str, str]] = {
+    "run_id": "VARCHAR",
+    "source": "VARCHAR",
+    "edition": "VARCHAR",
+    "pipeline_name": "VARCHAR",
+    "command": "VARCHAR",
+    "started_at": "TIMESTAMPTZ",
+    "finished_at": "TIMESTAMPTZ",
+    "status": "VARCHAR",  # running | ok | partial
+    "rows_read": "BIGINT",
+    "requests": "BIGINT",
+    "skipped_scopes": "BIGINT",
+    "load_ids": "VARCHAR",
+    "reconciliation": "VARCHAR",  # PASSED | FAILED | not run
+    "reconciliation_summary": "VARCHAR",
+    "report": "VARCHAR",  # the run report, as `<file>.report.json` holds it
+}
+
+
+@dataclass
+class RunRecord:
+    """A run being recorded: its row's fixed values."""
+
+    pipeline: Any
+    command: str
+    source: str | None
+    edition: str | None
+    wait: float  # the longest wait for a DuckDB file another process holds
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+def start_run(pipeline: Any, command: str, settings: Mapping[str, Any]) -> RunRecord:
+    """The run's record, its `running` row written where the dataset exists (a first run is
+    recorded as it ends: dlt makes the dataset)."""
+    run = RunRecord(
+        pipeline, command, run_source(settings), settings.get("edition"), lock_wait(settings)
+    )
+    if has_views(pipeline) and not new_file(pipeline):
+        write_row(run, {"status": "running"})
+    return run
+
+
+def new_file(pipeline: Any) -> bool:
+    """Whether the destination is a DuckDB file not yet made (opening it would make it)."""
+    if pipeline.destination.destination_name != "duckdb":
+        return False
+    return not Path(str(pipeline.sql_client().credentials.database)).exists()
+
+
+def finish_run(
+    run: RunRecord, reports: Iterable[Any], check: Any, payload: Mapping[str, Any]
+) -> None:
+    """The run's row as it ended: its reports' counts, `check` (a Reconciliation, or None:
+    not run) and `payload` (the run report) as JSON."""
+    if not has_views(run.pipeline):
+        return
+    reports = list(reports)
+    totals = [report.totals() for report in reports]
+    values = {
+        "finished_at": datetime.now(UTC),
+        "status": "partial" if any(report.partial for report in reports) else "ok",
+        "rows_read": sum(t.rows for t in totals),
+        "requests": sum(t.requests for t in totals),
+        "skipped_scopes": sum(len(report.skips) for report in reports),
+        "load_ids": ",".join(i for report in reports for i in report.load_ids),
+        "reconciliation": verdict(check),
+        "reconciliation_summary": check.summary()[0] if check is not None else None,
+        "report": json.dumps(payload, default=str),
+    }
+    write_row(run, values)
+
+
+def verdict(check: Any) -> str:
+    if check is None or (not check.checked and not check.rows_written):
+        return "not run"
+    return "PASSED" if check.ok else "FAILED"
+
+
+def run_source(settings: Mapping[str, Any]) -> str | None:
+    """The `source` of the run's rows (None where the settings do not name a host)."""
+    base_url = settings.get("base_url")
+    if not base_url:
+        return None
+    try:
+        return source_identity(str(base_url), settings.get("workspace"))
+    except Exception:  # noqa: BLE001 - the run itself reports a bad URL
+        return None
+
+
+def write_row(run: RunRecord, values: Mapping[str, Any]) -> None:
+    """The run's row replaced by one with `values` (the other columns NULL), in a dataset that
+    exists (dlt makes it: a run that made none has nothing to show); the table made when
+    missing; under the dataset's load lock (other processes may record at once)."""
+    pipeline = run.pipeline
+    row = {
+        "run_id": run.run_id,
+        "source": run.source,
+        "edition": run.edition,
+        "pipeline_name": pipeline.pipeline_name,
+        "command": run.command,
+        "started_at": run.started_at,
+        **values,
+    }
+    try:
+        waiting(lambda: insert_row(pipeline, row), run.wait, "the run is not recorded")
+    except Exception as error:  # noqa: BLE001 - recording never fails the run
+        logger.warning(
+            f"the run was not recorded in {pipeline.dataset_name}.{RUNS_TABLE}: {first_line(error)}"
+        )
+
+
+def insert_row(pipeline: Any, row: Mapping[str, Any]) -> None:
+    """`row` in place of the row of its run_id, the table made when missing."""
+    with exclusive_load(pipeline), pipeline.sql_client() as client:
+        if not client.has_dataset():
+            return
+        table = client.make_qualified_table_name(RUNS_TABLE)
+        columns = ", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())
+        create = f"CREATE TABLE IF NOT EXISTS {table} ({columns})"
+        client.execute_sql(in_dialect(create, dialect_of(pipeline)))
+        names, marks = ", ".join(row), ", ".join(["%s"] * len(row))
+        with client.begin_transaction():
+            client.execute_sql(f"DELETE FROM {table} WHERE run_id = %s", row["run_id"])
+            client.execute_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", *row.values())
