@@ -225,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return guarded(lambda: state_command(args))
     if args.command == "reset":
         return guarded(lambda: reset_command(args))
+    if args.command == "report":
+        from pipelines.report.command import report_command
+
+        return guarded(lambda: report_command(args))
     if args.command == "demo":
         from pipelines.demo import run_demo
 
