@@ -143,9 +143,14 @@ def pull_request_panels(reader: Reader, filters: Filters) -> list[Panel]:
         chart_panel(
             "resolution",
             "Time to resolve per week (hours)",
-            f"Median and 90th percentile from creation to resolution. {stand_ins:,} of "
-            f"{resolved:,} resolution times are the last update, a stand-in where no closing "
-            "time was loaded" + (" (grey bars)." if stand_ins else "."),
+            "Median and 90th percentile from creation to resolution."
+            + (
+                f" {stand_ins:,} of {resolved:,} resolution times are the last update, a "
+                "stand-in where no closing time was loaded"
+                + (" (grey bars)." if stand_ins else ".")
+                if resolved
+                else ""
+            ),
             resolution,
             charts.resolution,
             f"No resolved pull requests{scope}.",

@@ -85,18 +85,25 @@ class Table:
         return [row[index] for row in self.rows]
 
 
+def rows_of(reader: Reader, view: str, sql: str) -> list[Row]:
+    """`sql`'s rows; none when the dataset lacks `view` (no data of its kind loaded)."""
+    return reader.rows(sql) if view in reader.relations() else []
+
+
 def outcomes_weekly(reader: Reader, filters: Filters) -> Table:
     """Pull requests merged, declined and superseded per UTC week of their resolution."""
     week = "CAST(timezone('UTC', week) AS DATE)"
     return Table(
         ("week", "merged", "declined", "superseded", "resolved at their last update"),
-        reader.rows(
+        rows_of(
+            reader,
+            "pull_request_outcomes_weekly",
             f"""
             SELECT {week} AS week, CAST(sum(merged) AS BIGINT), CAST(sum(declined) AS BIGINT),
                    CAST(sum(coalesce(superseded, 0)) AS BIGINT),
                    CAST(sum(resolutions_from_updated_at) AS BIGINT)
             FROM {{d}}.pull_request_outcomes_weekly WHERE {filters.where(week)}
-            GROUP BY 1 ORDER BY 1"""
+            GROUP BY 1 ORDER BY 1""",
         ),
     )
 
@@ -107,13 +114,15 @@ def resolution_weekly(reader: Reader, filters: Filters) -> Table:
     week = "CAST(date_trunc('week', timezone('UTC', resolved_at)) AS DATE)"
     return Table(
         ("week", "resolved", "median hours", "p90 hours", "resolved at their last update"),
-        reader.rows(
+        rows_of(
+            reader,
+            "pull_request_cycle_times",
             f"""
             SELECT {week} AS week, count(*), quantile_cont(hours_to_resolve, 0.5),
                    quantile_cont(hours_to_resolve, 0.9),
                    count(*) FILTER (WHERE resolved_at_source = 'updated_at')
             FROM {{d}}.pull_request_cycle_times WHERE {filters.where(week)}
-            GROUP BY 1 ORDER BY 1"""
+            GROUP BY 1 ORDER BY 1""",
         ),
     )
 
@@ -122,6 +131,8 @@ def open_by_age(reader: Reader, filters: Filters) -> tuple[Table, datetime | Non
     """Open pull requests by age, on the newest pull-request update loaded (the data's own
     clock: a report of an old dataset does not age its pull requests); and that moment."""
     where = filters.where()
+    if "pull_requests" not in reader.relations():
+        return Table(("age", "open pull requests"), []), None
     ((as_of,),) = reader.rows(
         f"SELECT max(greatest(created_at, updated_at)) FROM {{d}}.pull_requests WHERE {where}"
     )
@@ -150,12 +161,14 @@ def reviewers(reader: Reader, filters: Filters) -> Table:
     """Self-hosted pull requests (created since `since`) by their number of reviewers."""
     day = "CAST(timezone('UTC', created_at) AS DATE)"
     counted = dict(
-        reader.rows(
+        rows_of(
+            reader,
+            "pull_requests",
             f"""
             SELECT least(reviewer_count, {MOST_REVIEWERS}), count(*)
             FROM {{d}}.pull_requests
             WHERE edition = 'server' AND reviewer_count IS NOT NULL AND {filters.where(day)}
-            GROUP BY 1"""
+            GROUP BY 1""",
         )
     )
     rows = [
@@ -170,12 +183,14 @@ def commits_weekly(reader: Reader, filters: Filters) -> Table:
     week = "CAST(date_trunc('week', day) AS DATE)"
     return Table(
         ("week", "commits", "lines added", "lines deleted"),
-        reader.rows(
+        rows_of(
+            reader,
+            "daily_author_activity",
             f"""
             SELECT {week} AS week, CAST(sum(commits) AS BIGINT),
                    CAST(sum(lines_added) AS BIGINT), CAST(sum(lines_deleted) AS BIGINT)
             FROM {{d}}.daily_author_activity WHERE {filters.where("day")}
-            GROUP BY 1 ORDER BY 1"""
+            GROUP BY 1 ORDER BY 1""",
         ),
     )
 
@@ -185,13 +200,15 @@ def top_repositories(reader: Reader, filters: Filters) -> Table:
     name = "coalesce(project_key || '/', '') || repository_slug"
     return Table(
         ("repository", "commits", "lines added", "lines deleted", "authors"),
-        reader.rows(
+        rows_of(
+            reader,
+            "daily_author_activity",
             f"""
             SELECT {name} AS repository, CAST(sum(commits) AS BIGINT),
                    CAST(sum(lines_added) AS BIGINT), CAST(sum(lines_deleted) AS BIGINT),
                    count(DISTINCT author_name)
             FROM {{d}}.daily_author_activity WHERE {filters.where("day")}
-            GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {TOP}"""
+            GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {TOP}""",
         ),
     )
 
@@ -200,13 +217,15 @@ def top_authors(reader: Reader, filters: Filters) -> Table:
     """The authors (by display name) with the most commits."""
     return Table(
         ("author", "commits", "lines added", "lines deleted", "repositories"),
-        reader.rows(
+        rows_of(
+            reader,
+            "daily_author_activity",
             f"""
             SELECT coalesce(author_name, '(no name)') AS author, CAST(sum(commits) AS BIGINT),
                    CAST(sum(lines_added) AS BIGINT), CAST(sum(lines_deleted) AS BIGINT),
                    count(DISTINCT coalesce(project_key || '/', '') || repository_slug)
             FROM {{d}}.daily_author_activity WHERE {filters.where("day")}
-            GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {TOP}"""
+            GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {TOP}""",
         ),
     )
 
@@ -215,14 +234,16 @@ def activity(reader: Reader, filters: Filters) -> dict[str, Table]:
     """Per edition: commits by weekday (rows, Monday first) and hour (columns 0-23), in UTC
     for self-hosted and the author's local time for cloud."""
     counts: dict[str, dict[tuple[int, int], int]] = {}
-    for edition, weekday, hour, commits in reader.rows(
+    for edition, weekday, hour, commits in rows_of(
+        reader,
+        "commits",
         f"""
         SELECT edition, CAST(extract(isodow FROM t) AS BIGINT),
                CAST(extract(hour FROM t) AS BIGINT), count(*)
         FROM (SELECT edition, coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS t
               FROM {{d}}.commits WHERE {filters.where()}) c
         WHERE t IS NOT NULL AND {filters.where("CAST(t AS DATE)", repository=False)}
-        GROUP BY 1, 2, 3"""
+        GROUP BY 1, 2, 3""",
     ):
         counts.setdefault(edition, {})[(int(weekday), int(hour))] = int(commits)
     columns = ("weekday", *(f"{hour:02d}" for hour in range(24)))

@@ -30,20 +30,23 @@ class Reader:
     dialect: str
     qualified: str
     run: Any  # (sql) -> rows
+    found: set[str] | None = None
 
     def rows(self, sql: str) -> list[Row]:
         sql = in_dialect(sql.replace("{d}", self.qualified), self.dialect)
         return [tuple(row) for row in self.run(sql)]
 
     def relations(self) -> set[str]:
-        """The dataset's tables and views."""
-        return {
-            name
-            for (name,) in self.rows(
-                "SELECT table_name FROM information_schema.tables "
-                f"WHERE table_schema = '{self.dataset}'"
-            )
-        }
+        """The dataset's tables and views (read once: the report reads, nothing changes)."""
+        if self.found is None:
+            self.found = {
+                name
+                for (name,) in self.rows(
+                    "SELECT table_name FROM information_schema.tables "
+                    f"WHERE table_schema = '{self.dataset}'"
+                )
+            }
+        return self.found
 
 
 @contextmanager
