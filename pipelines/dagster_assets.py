@@ -174,14 +174,14 @@ def partition_destination(settings: PartitionsSettings) -> Any:
 def load_window(
     pipeline: dlt.Pipeline, start: datetime, end: datetime, source_args: dict[str, Any]
 ) -> LoadResult:
-    """Exactly [start, end) of every scope, as one backfill window (the CSV exports too)."""
+    """Exactly [start, end) of every scope, as one backfill window (the CSV exports too); the
+    canonical views made after its load (on a warehouse under the dataset's load lock)."""
     window = f"partition {start.isoformat()}/{end.isoformat()}"
     return run_load(
         pipeline,
         start_date=start.isoformat(),
         end_date=end.isoformat(),
         backfill_window={"key": window, "signature": signature(source_args)},
-        views=False,
         **source_args,
     )
 

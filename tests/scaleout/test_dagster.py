@@ -223,7 +223,8 @@ def test_a_partition_materialises_into_duckdb(
     make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One weekly partition into DuckDB, no file named: the command line's default file in
-    the working folder holds exactly that week, equal to the truth, and reconciled."""
+    the working folder holds exactly that week, equal to the truth, and reconciled, and the
+    canonical views over it."""
     sim: Simulator = make_sim(edition="server")
     monkeypatch.chdir(tmp_path)
     settings = resolve_partitions(
@@ -256,3 +257,4 @@ def test_a_partition_materialises_into_duckdb(
     assert_rows_equal_truth(read, sim, "server", week, week)
     in_week = [c for c in sim.truth("commits") if week[0] <= from_z(c["authorTimestamp"]) < week[1]]
     assert commits["rows_read"].value == len(in_week) > 0
+    assert len(read("commits", ("commit_id",))) == len(in_week)  # the canonical views too
