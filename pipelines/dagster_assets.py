@@ -164,7 +164,7 @@ def partition_destination(settings: PartitionsSettings) -> Any:
     default, `<pipeline name>.duckdb`, is named like the dataset, which DuckDB refuses)."""
     if settings.destination != "duckdb":
         return Destination.from_reference(settings.destination)
-    configured = dlt.config.get("destination.duckdb.credentials")
+    configured: Any = dlt.config.get("destination.duckdb.credentials")
     if settings.duckdb is None and configured is not None:
         return Destination.from_reference("duckdb")
     path = str(Path(settings.duckdb or DEFAULT_DUCKDB).absolute())

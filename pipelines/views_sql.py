@@ -34,7 +34,7 @@ def in_dialect(sql: str, dialect: str) -> str:
     return tree.sql(dialect=dialect, comments=False)
 
 
-def portable(node: exp.Expression, dialect: str) -> exp.Expression:
+def portable(node: exp.Expression, dialect: str) -> Any:
     """One node with the DuckDB forms that `dialect` lacks rewritten (see the module)."""
     if isinstance(node, exp.Select):
         group = node.args.get("group")

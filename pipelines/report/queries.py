@@ -143,7 +143,7 @@ def open_by_age(reader: Reader, filters: Filters) -> tuple[Table, datetime | Non
         f"WHEN age >= {low} THEN {index}"
         for index, (_, low) in reversed(list(enumerate(AGE_BUCKETS)))
     )
-    counted = dict(
+    counted: dict[int, int] = dict(
         reader.rows(
             f"""
             SELECT CASE {buckets} ELSE 0 END AS bucket, count(*)
@@ -160,7 +160,7 @@ def open_by_age(reader: Reader, filters: Filters) -> tuple[Table, datetime | Non
 def reviewers(reader: Reader, filters: Filters) -> Table:
     """Self-hosted pull requests (created since `since`) by their number of reviewers."""
     day = "CAST(timezone('UTC', created_at) AS DATE)"
-    counted = dict(
+    counted: dict[int, int] = dict(
         rows_of(
             reader,
             "pull_requests",
@@ -313,11 +313,13 @@ def sources(reader: Reader, filters: Filters) -> list[SourceStatus]:
         later = [
             r for r in runs.get(source, []) if r[3] == "running" and (not last or r[1] > last[1])
         ]
+        table_count, row_count = tables.get(source, [0, 0])
         found.append(
             SourceStatus(
                 source,
                 editions.get(source, "?"),
-                *tables.get(source, [0, 0]),
+                table_count,
+                row_count,
                 newest_commit.get(source) or newest_local.get(source),
                 newest_pr.get(source),
                 last,

@@ -113,7 +113,7 @@ def warehouse_reader(args: Any) -> Iterator[Reader]:
             qualified = client.fully_qualified_dataset_name()
 
             def run(sql: str) -> list[Row]:
-                return list(client.execute_sql(sql) or [])
+                return [tuple(row) for row in client.execute_sql(sql) or []]
 
             yield Reader(args.dataset, args.destination, dialect, qualified, run)
 
