@@ -26,6 +26,7 @@ from pipelines.duckdb_file import lock_wait, waiting
 from pipelines.views import has_views
 from pipelines.views_sql import dialect_of, in_dialect
 from pipelines.warehouse import exclusive_load, first_line
+from sources.repo_analytics.errors import DuckDBFileHeld
 from sources.repo_analytics.origin import source_identity
 
 RUNS_TABLE: Final = "_repo_analytics_runs"
@@ -64,12 +65,13 @@ class RunRecord:
 
 def start_run(pipeline: Any, command: str, settings: Mapping[str, Any]) -> RunRecord:
     """The run's record, its `running` row written where the dataset exists (a first run is
-    recorded as it ends: dlt makes the dataset)."""
+    recorded as it ends: dlt makes the dataset) and at once: a DuckDB file another process
+    holds is left to the run itself, which waits for it and says so."""
     run = RunRecord(
         pipeline, command, run_source(settings), settings.get("edition"), lock_wait(settings)
     )
     if has_views(pipeline) and not new_file(pipeline):
-        write_row(run, {"status": "running"})
+        write_row(run, {"status": "running"}, wait=0.0)
     return run
 
 
@@ -100,7 +102,7 @@ def finish_run(
         "reconciliation_summary": check.summary()[0] if check is not None else None,
         "report": json.dumps(payload, default=str),
     }
-    write_row(run, values)
+    write_row(run, values, wait=run.wait)
 
 
 def verdict(check: Any) -> str:
@@ -120,10 +122,11 @@ def run_source(settings: Mapping[str, Any]) -> str | None:
         return None
 
 
-def write_row(run: RunRecord, values: Mapping[str, Any]) -> None:
+def write_row(run: RunRecord, values: Mapping[str, Any], wait: float) -> None:
     """The run's row replaced by one with `values` (the other columns NULL), in a dataset that
     exists (dlt makes it: a run that made none has nothing to show); the table made when
-    missing; under the dataset's load lock (other processes may record at once)."""
+    missing; under the dataset's load lock (other processes may record at once). A DuckDB
+    file another process holds is waited for up to `wait` seconds."""
     pipeline = run.pipeline
     row = {
         "run_id": run.run_id,
@@ -135,7 +138,10 @@ def write_row(run: RunRecord, values: Mapping[str, Any]) -> None:
         **values,
     }
     try:
-        waiting(lambda: insert_row(pipeline, row), run.wait, "the run is not recorded")
+        waiting(lambda: insert_row(pipeline, row), wait, "the run is not recorded")
+    except DuckDBFileHeld:
+        if values.get("status") != "running":
+            logger.warning(f"the run was not recorded in {pipeline.dataset_name}.{RUNS_TABLE}")
     except Exception as error:  # noqa: BLE001 - recording never fails the run
         logger.warning(
             f"the run was not recorded in {pipeline.dataset_name}.{RUNS_TABLE}: {first_line(error)}"
