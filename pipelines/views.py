@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from dlt.common import logger
 from dlt.destinations.exceptions import DatabaseException
 
 from pipelines.views_sql import SOURCE_DIALECT, dialect_of, in_dialect
@@ -108,6 +109,8 @@ DERIVED: Final[dict[str, str]] = {
               FROM {d}.pull_requests_by_level WHERE resolved_at IS NOT NULL) events
         GROUP BY source, edition, level, scope, day""",
 }
+# the dialects whose views the tests compare row by row; others are sqlglot's translation
+TESTED_DIALECTS: Final = ("duckdb", "postgres")
 # which canonical view each derived view reads
 DERIVED_FROM: Final[dict[str, str]] = {
     "daily_author_activity": "commits",
@@ -153,13 +156,23 @@ def create_views(pipeline: Any) -> list[str]:
     processes may load at once: the views are made under the dataset's load lock.
     """
     dialect = dialect_of(pipeline)
-    with exclusive_load(pipeline), pipeline.sql_client() as client:
-        definitions = view_definitions(client, pipeline.dataset_name, dialect)
-        if dialect == SOURCE_DIALECT:
-            for _, sql in definitions:
-                client.execute_sql(f"CREATE OR REPLACE {sql}")
-        else:
-            remake_views(client, definitions)
+    try:
+        with exclusive_load(pipeline), pipeline.sql_client() as client:
+            definitions = view_definitions(client, pipeline.dataset_name, dialect)
+            if dialect == SOURCE_DIALECT:
+                for _, sql in definitions:
+                    client.execute_sql(f"CREATE OR REPLACE {sql}")
+            else:
+                remake_views(client, definitions)
+    except Exception as error:
+        if dialect in TESTED_DIALECTS:
+            raise
+        # sqlglot's translation, untested here: the load stands, the views are a note
+        logger.warning(
+            f"the canonical views were not made on the {dialect} destination "
+            f"({first_line(error)}): query the tables, and please report this line"
+        )
+        return []
     return [view for view, _ in definitions]
 
 
