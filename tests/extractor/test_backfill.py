@@ -271,7 +271,8 @@ def snapshot(db_file: Path) -> dict[str, list[tuple[Any, ...]]]:
         for (t,) in query(
             db_file,
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-            "table_type = 'BASE TABLE' AND table_name NOT LIKE '_dlt%'",
+            # not dlt's tables nor the runs' records (`_repo_analytics_runs`): the data's
+            "table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_')",
             [DATASET],
         )
     ]
@@ -293,7 +294,7 @@ def data_tables(db_file: Path) -> list[str]:
             t
             for (t,) in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-                "table_name NOT LIKE '_dlt%'",
+                "NOT starts_with(table_name, '_')",
                 [DATASET],
             ).fetchall()
         ]

@@ -932,7 +932,8 @@ def data_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
         t
         for (t,) in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-            "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' ORDER BY 1",
+            # not dlt's tables nor the runs' records (`_repo_analytics_runs`)
+            "table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_') ORDER BY 1",
             [DATASET],
         ).fetchall()
     ]
