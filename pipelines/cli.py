@@ -309,7 +309,7 @@ def backfilled(
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
     from pipelines.backfill import run_backfill
     from pipelines.progress import make_progress
-    from pipelines.run_records import finish_run, start_run
+    from pipelines.run_records import WindowsLanding, finish_run, start_run
 
     run = start_run(pipeline, "backfill", resolved_source_args(args))
     with make_progress(args.progress, "backfill") as progress:
@@ -318,7 +318,7 @@ def backfilled(
             since,
             args.until,
             args.window_days,  # None: the resumed backfill's size, or the default
-            progress=progress,
+            progress=WindowsLanding(progress, run),
             prefetch=prefetch,
             **overrides,
         )

@@ -3,11 +3,12 @@
 needs only the warehouse to tell when each source was last loaded, what it read and whether
 the reconciliation passed (the run report file beside a DuckDB file is not in a warehouse).
 
-A run's row is written as it starts (status `running`, when the dataset exists already) and
-written again as it ends (`ok` or `partial`, with its counts, its reconciliation verdict and
-its whole run report as JSON). A row still `running` is a run that was stopped, failed or is
-under way: an unfinished backfill shows as one. Recording never fails a run: a dataset that
-cannot be written is a warning in the log.
+A run's row is written as it ends (`ok` or `partial`, with its counts, its reconciliation
+verdict and its whole run report as JSON); a backfill's also as its first window lands
+(status `running`). A row still `running` is a backfill that was stopped, failed or is under
+way, with some of its windows in the dataset. A run that fails before anything of it lands
+writes nothing, its row neither. Recording never fails a run: a dataset that cannot be written
+is a warning in the log.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 from dlt.common import logger
 
 from pipelines.duckdb_file import lock_wait, waiting
-from pipelines.views import has_views
+from pipelines.progress import Progress
+from pipelines.views import create_views, has_views
 from pipelines.views_sql import dialect_of, in_dialect
 from pipelines.warehouse import exclusive_load, first_line
 from sources.repo_analytics.errors import DuckDBFileHeld
 from sources.repo_analytics.origin import source_identity
+from sources.repo_analytics.report import RunReport
 
 RUNS_TABLE: Final = "_repo_analytics_runs"
 # column -> its type (DuckDB's name; transpiled for other destinations)
@@ -64,22 +66,38 @@ class RunRecord:
 
 
 def start_run(pipeline: Any, command: str, settings: Mapping[str, Any]) -> RunRecord:
-    """The run's record, its `running` row written where the dataset exists (a first run is
-    recorded as it ends: dlt makes the dataset) and at once: a DuckDB file another process
-    holds is left to the run itself, which waits for it and says so."""
-    run = RunRecord(
+    """The record of a run starting now (nothing written yet)."""
+    return RunRecord(
         pipeline, command, run_source(settings), settings.get("edition"), lock_wait(settings)
     )
-    if has_views(pipeline) and not new_file(pipeline):
-        write_row(run, {"status": "running"}, wait=0.0)
-    return run
 
 
-def new_file(pipeline: Any) -> bool:
-    """Whether the destination is a DuckDB file not yet made (opening it would make it)."""
-    if pipeline.destination.destination_name != "duckdb":
-        return False
-    return not Path(str(pipeline.sql_client().credentials.database)).exists()
+class WindowsLanding(Progress):
+    """A backfill's progress display, which also, when its first window lands (not one an
+    earlier run finished), makes the canonical views (a backfill stopped later still has
+    them: a dashboard shows what landed) and writes the run's `running` row. Both at once: a
+    DuckDB file another process holds is left to the backfill, which waits for it."""
+
+    def __init__(self, shown: Progress, run: RunRecord) -> None:
+        self.shown = shown
+        self.run = run
+        self.recorded = False
+
+    def planned(self, windows: int) -> None:
+        self.shown.planned(windows)
+
+    def watch(self, report: RunReport) -> None:
+        self.shown.watch(report)
+
+    def window_ended(self, outcome: Any, ended: int, total: int) -> None:
+        if not outcome.resumed and not self.recorded and has_views(self.run.pipeline):
+            self.recorded = True
+            try:
+                create_views(self.run.pipeline)
+            except Exception as error:  # noqa: BLE001 - the backfill's end makes them again
+                logger.info(f"the views wait for the backfill's end: {first_line(error)}")
+            write_row(self.run, {"status": "running"}, wait=0.0)
+        self.shown.window_ended(outcome, ended, total)
 
 
 def finish_run(
