@@ -87,7 +87,7 @@ def sources_panel(found: list[SourceStatus]) -> Panel:
         rows.append(
             (
                 s.source,
-                {"server": "self-hosted"}.get(s.edition, s.edition),
+                s.edition,
                 s.tables,
                 s.rows,
                 s.newest_commit,
@@ -174,7 +174,7 @@ def pull_request_panels(reader: Reader, filters: Filters) -> list[Panel]:
             "Self-hosted pull requests by their number of reviewers (by creation day).",
             reviewers,
             lambda table: charts.bars(table, "reviewers", "pull requests", "pull requests"),
-            "Reviewers are a self-hosted measure: no self-hosted pull requests" + scope + ".",
+            "Reviewers are a self-hosted measure: no pull requests with reviewers" + scope + ".",
         ),
     ]
 
@@ -211,11 +211,11 @@ def commit_panels(reader: Reader, filters: Filters) -> list[Panel]:
         ),
     ]
     activity = queries.activity(reader, filters)
-    for edition, table in activity.items():
+    for basis, table in activity.items():
         panels.append(
             chart_panel(
-                f"activity-{edition}",
-                f"Commit activity by weekday and hour ({ACTIVITY_BASIS.get(edition, edition)})",
+                f"activity-{basis}",
+                f"Commit activity by weekday and hour ({ACTIVITY_BASIS[basis]})",
                 "Commits per hour of the week.",
                 table,
                 charts.heatmap,

@@ -26,10 +26,11 @@ AGE_BUCKETS: Final = (
 MOST_REVIEWERS: Final = 5  # reviewer counts from here on are one bar ("5 or more")
 TOP: Final = 10  # repositories and authors shown
 WEEKDAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-# the hour and weekday of each edition's commit times, as the `commits` view has them
+# the clock of a commit's time in the `commits` view: UTC (an instant: self-hosted), else
+# the author's local wall time (cloud: the API gives no zone); the instants' first
 ACTIVITY_BASIS: Final = {
-    "server": "self-hosted: UTC",
-    "cloud": "cloud: the author's local time (the API gives no zone)",
+    "utc": "UTC",
+    "local": "the author's local time: the API gives no zone",
 }
 
 
@@ -158,7 +159,8 @@ def open_by_age(reader: Reader, filters: Filters) -> tuple[Table, datetime | Non
 
 
 def reviewers(reader: Reader, filters: Filters) -> Table:
-    """Self-hosted pull requests (created since `since`) by their number of reviewers."""
+    """Pull requests with a reviewer count (self-hosted: the cloud API gives none), created
+    since `since`, by their number of reviewers."""
     day = "CAST(timezone('UTC', created_at) AS DATE)"
     counted: dict[int, int] = dict(
         rows_of(
@@ -167,7 +169,7 @@ def reviewers(reader: Reader, filters: Filters) -> Table:
             f"""
             SELECT least(reviewer_count, {MOST_REVIEWERS}), count(*)
             FROM {{d}}.pull_requests
-            WHERE edition = 'server' AND reviewer_count IS NOT NULL AND {filters.where(day)}
+            WHERE reviewer_count IS NOT NULL AND {filters.where(day)}
             GROUP BY 1""",
         )
     )
@@ -231,31 +233,32 @@ def top_authors(reader: Reader, filters: Filters) -> Table:
 
 
 def activity(reader: Reader, filters: Filters) -> dict[str, Table]:
-    """Per edition: commits by weekday (rows, Monday first) and hour (columns 0-23), in UTC
-    for self-hosted and the author's local time for cloud."""
+    """Per clock (`ACTIVITY_BASIS`): commits by weekday (rows, Monday first) and hour (columns
+    0-23): UTC where the commit time is an instant, else the author's local time."""
     counts: dict[str, dict[tuple[int, int], int]] = {}
-    for edition, weekday, hour, commits in rows_of(
+    for basis, weekday, hour, commits in rows_of(
         reader,
         "commits",
         f"""
-        SELECT edition, CAST(extract(isodow FROM t) AS BIGINT),
+        SELECT basis, CAST(extract(isodow FROM t) AS BIGINT),
                CAST(extract(hour FROM t) AS BIGINT), count(*)
-        FROM (SELECT edition, coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS t
+        FROM (SELECT CASE WHEN authored_at_utc IS NULL THEN 'local' ELSE 'utc' END AS basis,
+                     coalesce(timezone('UTC', authored_at_utc), authored_at_local) AS t
               FROM {{d}}.commits WHERE {filters.where()}) c
         WHERE t IS NOT NULL AND {filters.where("CAST(t AS DATE)", repository=False)}
         GROUP BY 1, 2, 3""",
     ):
-        counts.setdefault(edition, {})[(int(weekday), int(hour))] = int(commits)
+        counts.setdefault(basis, {})[(int(weekday), int(hour))] = int(commits)
     columns = ("weekday", *(f"{hour:02d}" for hour in range(24)))
     return {
-        edition: Table(
+        basis: Table(
             columns,
             [
                 (WEEKDAYS[day - 1], *(found.get((day, hour), 0) for hour in range(24)))
                 for day in range(1, 8)
             ],
         )
-        for edition, found in sorted(counts.items(), key=lambda item: item[0] != "server")
+        for basis, found in sorted(counts.items(), key=lambda item: item[0] != "utc")
     }
 
 

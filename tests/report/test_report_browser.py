@@ -140,7 +140,7 @@ def test_no_console_error(browsed: Any) -> None:
 def test_every_chart_drew_marks(browsed: Any) -> None:
     charts = browsed["charts"]
     expected = {"outcomes", "resolution", "open-age", "reviewers", "commits"}
-    expected |= {"repositories", "authors", "activity-server", "activity-cloud"}
+    expected |= {"repositories", "authors", "activity-utc", "activity-local"}
     assert set(charts) == expected
     assert {panel: marks for panel, marks in charts.items() if marks == 0} == {}
     assert browsed["screenshot"].stat().st_size > 50_000
@@ -193,7 +193,7 @@ def test_the_sources_table_has_each_source_and_its_last_run(
         )
     assert [run[2:] for run in runs] == [("backfill", "ok", "PASSED")] * 2
     expected = [
-        (source, "self-hosted" if edition == "server" else edition, *rows[source])
+        (source, edition, *rows[source])
         + (f"{newest[source]:%Y-%m-%d %H:%M} UTC",)
         + (status, verdict)
         for source, edition, _, status, verdict in runs

@@ -107,12 +107,12 @@ def test_one_edition_no_pull_requests_and_an_unfinished_backfill(
     assert backfill.returncode == -signal.SIGKILL
     made, text = report(tmp_path)
     assert made.returncode == 0, made.stderr
-    assert charts(text) == {"commits", "repositories", "authors", "activity-cloud"}
+    assert charts(text) == {"commits", "repositories", "authors", "activity-local"}
     said = notes(text)
     assert any("the backfill started" in note and "has no end recorded" in note for note in said)
     assert "No resolved pull requests." in said
     assert "No pull requests loaded." in said
-    assert "Reviewers are a self-hosted measure: no self-hosted pull requests." in said
+    assert "Reviewers are a self-hosted measure: no pull requests with reviewers." in said
     (source,) = html_tables(text)["sources"]
     ((rows,),) = query(
         tmp_path / "data.duckdb",

@@ -37,6 +37,6 @@ def test_the_report_of_postgres_equals_duckdbs(
         assert duck[key], key
         assert pg_tables[key] == duck[key], key
     (source,) = pg_tables["sources"]
-    assert source[1] == "self-hosted" and str(source[6]).startswith("backfill ")
+    assert source[1] == "server" and str(source[6]).startswith("backfill ")
     assert source[7:] == ("ok", "PASSED")
     assert source[1:4] == duck["sources"][0][1:4]  # edition, tables, rows
