@@ -216,7 +216,12 @@ def commit_panels(reader: Reader, filters: Filters) -> list[Panel]:
             chart_panel(
                 f"activity-{basis}",
                 f"Commit activity by weekday and hour ({ACTIVITY_BASIS[basis]})",
-                "Commits per hour of the week.",
+                "Commits per hour of the week"
+                + (
+                    ": the commit times without a zone, on the author's clock."
+                    if basis == "local"
+                    else "."
+                ),
                 table,
                 charts.heatmap,
                 "",

@@ -30,7 +30,7 @@ WEEKDAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # the author's local wall time (cloud: the API gives no zone); the instants' first
 ACTIVITY_BASIS: Final = {
     "utc": "UTC",
-    "local": "the author's local time: the API gives no zone",
+    "local": "the author's local time",
 }
 
 
