@@ -39,7 +39,7 @@ from pipelines.load import (
     settle_pending,
 )
 from pipelines.progress import Progress
-from pipelines.views import create_views
+from pipelines.views import create_views, has_views
 from sources.repo_analytics import WINDOW_MARKER, RepoAnalyticsConfiguration, RunReport
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.editions import edition_spec
@@ -369,7 +369,7 @@ def run_backfill(
             loads.land()  # a failure while reading a window: the window before it lands first
         finally:
             discovery.close()  # a failure: the later slices' parts still under way
-    if pipeline.destination.destination_name == "duckdb":
+    if has_views(pipeline):
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
     return result

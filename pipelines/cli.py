@@ -28,26 +28,23 @@ EXIT_HELD = 6  # the DuckDB file was held by another process past duckdb_lock_wa
 def load_command(args: argparse.Namespace) -> int:
     from pipelines.load import run_load
     from pipelines.progress import make_progress
+    from pipelines.run_records import finish_run, start_run
     from sources.repo_analytics import RunReport
 
     overrides = flag_settings(args)
     check_before_run(args)
     report = RunReport()
+    pipeline = make_cli_pipeline(args)
+    run = start_run(pipeline, "load", resolved_source_args(args))
     with make_progress(args.progress, "load") as progress:
         progress.watch(report)
-        result = run_load(make_cli_pipeline(args), report=report, **overrides)
+        result = run_load(pipeline, report=report, **overrides)
     print_summary(result)
     print_pipeline(result.pipeline)
-    published = publish_copy(args)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
-    write_report(
-        args,
-        {
-            "load": report.as_dict(),
-            "reconciliation": check.as_dict() if check else None,
-            "published": published,
-        },
-    )
+    payload = {"load": report.as_dict(), "reconciliation": check.as_dict() if check else None}
+    finish_run(run, [report], check, payload)  # before the copy: readers see the verdict
+    write_report(args, {**payload, "published": publish_copy(args)})
     return exit_code(report.partial, check)
 
 
@@ -196,11 +193,8 @@ def print_summary(result: Any) -> None:
 def print_pipeline(pipeline: Any) -> None:
     """Where the run's dlt pipeline lives, and how dlt's own commands find it."""
     from pipelines.load import pipeline_line
-    from pipelines.warehouse import views_note
 
     print(pipeline_line(pipeline))
-    for note in views_note(pipeline):
-        print(note)
 
 
 def waited(totals: Any) -> str:
@@ -231,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return guarded(lambda: state_command(args))
     if args.command == "reset":
         return guarded(lambda: reset_command(args))
+    if args.command == "report":
+        from pipelines.report.command import report_command
+
+        return guarded(lambda: report_command(args))
     if args.command == "demo":
         from pipelines.demo import run_demo
 
@@ -311,14 +309,16 @@ def backfilled(
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
     from pipelines.backfill import run_backfill
     from pipelines.progress import make_progress
+    from pipelines.run_records import WindowsLanding, finish_run, start_run
 
+    run = start_run(pipeline, "backfill", resolved_source_args(args))
     with make_progress(args.progress, "backfill") as progress:
         result = run_backfill(
             pipeline,
             since,
             args.until,
             args.window_days,  # None: the resumed backfill's size, or the default
-            progress=progress,
+            progress=WindowsLanding(progress, run),
             prefetch=prefetch,
             **overrides,
         )
@@ -338,7 +338,6 @@ def backfilled(
         f"{sum(w.resumed for w in result.windows)} already finished before{exports}"
     )
     print_pipeline(pipeline)
-    published = publish_copy(args)
     loaded = [w.result for w in result.windows if w.result]
     check = reconciled(
         args,
@@ -347,16 +346,15 @@ def backfilled(
         [load_id for r in loaded for load_id in r.load_ids],
         prefetch,
     )
-    write_report(
-        args,
-        {
-            "backfill": window_reports(result.windows),
-            "backfill_exports": window_reports(result.exports),
-            "backfill_totals": result.totals(),
-            "reconciliation": check.as_dict() if check else None,
-            "published": published,
-        },
-    )
+    payload = {
+        "backfill": window_reports(result.windows),
+        "backfill_exports": window_reports(result.exports),
+        "backfill_totals": result.totals(),
+        "reconciliation": check.as_dict() if check else None,
+    }
+    every = [w.result.report for w in (*result.windows, *result.exports) if w.result]
+    finish_run(run, every, check, payload)  # before the copy: readers see the verdict
+    write_report(args, {**payload, "published": publish_copy(args)})
     return exit_code(result.partial, check)
 
 

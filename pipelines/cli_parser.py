@@ -158,6 +158,22 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         )
     for command in (load, backfill, check):
         add_setting_flags(command, BACKFILL_OWN if command is backfill else ())
+    report = commands.add_parser(
+        "report",
+        help="write an HTML dashboard of the canonical views (one file, no network needed)",
+        description="Write an engineering-metrics dashboard of the dataset's canonical views "
+        "(DuckDB or a SQL warehouse) as one self-contained HTML file.",
+    )
+    report.add_argument(
+        "--out", default="report.html", metavar="FILE", help="the HTML file (default report.html)"
+    )
+    report.add_argument(
+        "--since", default=None, metavar="DATE", help="only weeks and days from this date on"
+    )
+    report.add_argument("--source", default=None, help="only this source (a host or workspace)")
+    report.add_argument(
+        "--repository", default=None, metavar="SLUG", help="only this repository (KEY/slug or slug)"
+    )
     demo = commands.add_parser(
         "demo",
         help="simulator + backfill + nightly load + reconciliation, into DuckDB",

@@ -1,7 +1,10 @@
-"""Backfill windows as partitions of Dagster assets: `dagster dev -m pipelines.dagster_assets`.
+"""Backfill windows as partitions of Dagster assets: `dagster dev -m pipelines.dagster_assets`
+(docs/dagster.md).
 
-One asset per dlt resource of the source (`repo_analytics/commits/repository`, ...), made by
-dagster-dlt's `@dlt_assets` and partitioned in time (`day`, `week` or `month` windows, UTC).
+One asset per dlt resource of the source, named after the edition and the resource
+(`repo_analytics/server_commits_repository`: the self-hosted repository-level commit list,
+in the group of its edition), made by dagster-dlt's `@dlt_assets` and partitioned in time
+(`day`, `week` or `month` windows, UTC).
 A partition's run loads exactly its window, as one window of `repo-analytics backfill` does,
 on a pipeline with a working folder of its own (partitions run at once in separate processes),
 then reconciles the window with the API's statistics. A backfill is Dagster's partition
@@ -42,6 +45,8 @@ from dlt.common.configuration.specs import BaseConfiguration
 from dlt.common.destination import Destination
 
 from pipelines.backfill import signature
+from pipelines.cli_parser import DEFAULT_DUCKDB
+from pipelines.duckdb_memory import configured_memory_limit, duckdb_destination
 from pipelines.load import LoadResult, make_pipeline, run_load
 from pipelines.reconcile import reconcile_pipeline
 from sources.repo_analytics.editions import edition_spec
@@ -61,6 +66,9 @@ class PartitionsSettings(BaseConfiguration):
     start: str | None = None  # the first partition's day, e.g. 2025-06-01 (required)
     grain: str = "week"  # day | week (Monday to Monday) | month, UTC
     destination: str = "postgres"  # a dlt destination, credentials as dlt documents
+    # destination duckdb: the file (default: the one dlt is configured with, else
+    # repo-analytics.duckdb in the working folder, as the command line's)
+    duckdb: str | None = None
     dataset: str = "repo_analytics"
     pipeline_name: str = "repo_analytics"
     pipelines_dir: str | None = None  # partitions' working folders (default: dlt's own)
@@ -93,15 +101,26 @@ def window_partitions(settings: PartitionsSettings) -> dg.TimeWindowPartitionsDe
     return dg.MonthlyPartitionsDefinition(**bounds, timezone="UTC")
 
 
+def asset_key(edition: str, resource: str) -> dg.AssetKey:
+    """A resource's asset key, readable where the UI shows only its last part: the edition
+    and the resource (`commits.repository` of `server` -> `repo_analytics/
+    server_commits_repository`)."""
+    return dg.AssetKey([KEY_PREFIX, f"{edition}_{resource.replace('.', '_')}"])
+
+
 @dataclass
 class ResourceTranslator(DagsterDltTranslator):
-    """Asset keys from resource names (`commits.repository` ->
-    `repo_analytics/commits/repository`), with no upstream assets: the API is not one."""
+    """Asset keys from the edition and resource names, grouped by edition, with no upstream
+    assets: the API is not one."""
+
+    edition: str = "server"
 
     def get_asset_spec(self, data: DltResourceTranslatorData) -> dg.AssetSpec:
         spec = super().get_asset_spec(data)
         return spec.replace_attributes(
-            key=dg.AssetKey([KEY_PREFIX, *data.resource.name.split(".")]), deps=[]
+            key=asset_key(self.edition, data.resource.name),
+            deps=[],
+            group_name=f"{KEY_PREFIX}_{self.edition}",
         )
 
 
@@ -132,24 +151,37 @@ def pipeline_in(settings: PartitionsSettings, folder: Path) -> dlt.Pipeline:
     """The shared name, destination and dataset, with `folder` for working files and schemas."""
     return make_pipeline(
         pipeline_name=settings.pipeline_name,
-        destination=Destination.from_reference(settings.destination),
+        destination=partition_destination(settings),
         dataset_name=settings.dataset,
         pipelines_dir=str(folder),
         schemas_dir=folder / "schemas",
     )
 
 
+def partition_destination(settings: PartitionsSettings) -> Any:
+    """The destination of `settings`; DuckDB's file as the command line's (`duckdb`, or the
+    one configured for dlt, else repo-analytics.duckdb in the working folder: dlt's own
+    default, `<pipeline name>.duckdb`, is named like the dataset, which DuckDB refuses)."""
+    if settings.destination != "duckdb":
+        return Destination.from_reference(settings.destination)
+    configured: Any = dlt.config.get("destination.duckdb.credentials")
+    if settings.duckdb is None and configured is not None:
+        return Destination.from_reference("duckdb")
+    path = str(Path(settings.duckdb or DEFAULT_DUCKDB).absolute())
+    return duckdb_destination(path, configured_memory_limit({}), settings.pipeline_name)
+
+
 def load_window(
     pipeline: dlt.Pipeline, start: datetime, end: datetime, source_args: dict[str, Any]
 ) -> LoadResult:
-    """Exactly [start, end) of every scope, as one backfill window (the CSV exports too)."""
+    """Exactly [start, end) of every scope, as one backfill window (the CSV exports too); the
+    canonical views made after its load (on a warehouse under the dataset's load lock)."""
     window = f"partition {start.isoformat()}/{end.isoformat()}"
     return run_load(
         pipeline,
         start_date=start.isoformat(),
         end_date=end.isoformat(),
         backfill_window={"key": window, "signature": signature(source_args)},
-        views=False,
         **source_args,
     )
 
@@ -169,12 +201,15 @@ def window_assets(
 ) -> dg.AssetsDefinition:
     """The partitioned assets: one per resource, materialised together per window."""
     explicit = dict(source_args or {})
+    edition = str(resolve_settings(explicit).edition)
+    shapes = resource_shapes(explicit)
+    resources = {asset_key(edition, name): name for name in shapes.resources}
 
     @dlt_assets(
-        dlt_source=resource_shapes(explicit),
+        dlt_source=shapes,
         dlt_pipeline=specs_pipeline(settings),
         name="repo_analytics_windows",
-        dagster_dlt_translator=ResourceTranslator(),
+        dagster_dlt_translator=ResourceTranslator(edition),
         partitions_def=window_partitions(settings),
         backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=1),
     )
@@ -189,7 +224,7 @@ def window_assets(
             pipeline, [(start, end)], dict(resolve_settings(explicit)), result.load_ids
         )
         for key in context.selected_asset_keys:
-            name = ".".join(key.path[1:])
+            name = resources[key]
             rows = sum(c.rows for label, c in report.counts.items() if label.startswith(name + ":"))
             yield dg.MaterializeResult(
                 asset_key=key,

@@ -2,8 +2,8 @@
 
 Starts a simulated host in-process, backfills its year of history into `demo.duckdb`,
 advances the simulated clock by a day (new commits, late pushes, pull-request changes), runs
-the nightly incremental load, reconciles what landed with the API's own statistics, and prints
-a summary with how to open the file.
+the nightly incremental load, reconciles what landed with the API's own statistics, prints
+a summary with how to open the file, and writes the dashboard of it (`demo-report.html`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,16 @@ from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import make_pipeline, pipeline_line, run_load
 from pipelines.progress import make_progress
 from pipelines.reconcile import reconcile
+from pipelines.report import write_report
+from pipelines.report.queries import Filters
+from pipelines.report.reader import duckdb_reader
+from pipelines.run_records import finish_run, start_run
 from simulator import SimConfig, Simulator
 from sources.repo_analytics.editions import edition_spec
 
 EXIT_OK, EXIT_PARTIAL, EXIT_MISMATCH = 0, 3, 5
 DEMO_PIPELINE = "repo_analytics_demo"
+DASHBOARD = "demo-report.html"  # beside the demo's DuckDB file
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -55,6 +60,7 @@ def run_demo(args: argparse.Namespace) -> int:
             str(work / "pipelines"),
             work / "schemas",
         )
+        run = start_run(pipeline, "demo", source_args)
         clock = datetime.fromtimestamp(info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()
         print(f"backfill [{since} .. {clock.isoformat()}) in 61-day windows:", flush=True)
@@ -95,8 +101,10 @@ def run_demo(args: argparse.Namespace) -> int:
         "reconciliation": check.as_dict(),
     }
     save_report(db_file, report)
+    finish_run(run, [r.report for r in loaded], check, report)
     print_summary(db_file, args.dataset, check, advanced["late_commits"])
     print(pipeline_line(pipeline))
+    print_dashboard(db_file, args.dataset)
     if not check.ok:
         return EXIT_MISMATCH
     return EXIT_PARTIAL if backfill.partial or nightly.report.partial else EXIT_OK
@@ -155,3 +163,11 @@ def print_summary(db_file: Path, dataset: str, check: Any, late: list[str]) -> N
     print(f"run report: {db_file.with_suffix('.report.json')}")
     print(f"open it: duckdb {db_file}  then  SELECT * FROM {dataset}.commits LIMIT 10;")
     print(f"   or in Python: duckdb.connect('{db_file}').sql('FROM {dataset}.pull_requests')")
+
+
+def print_dashboard(db_file: Path, dataset: str) -> None:
+    """The dashboard of the demo's file, beside it, and how to open it."""
+    with duckdb_reader(str(db_file), dataset) as reader:
+        path = write_report(reader, Filters(), db_file.with_name(DASHBOARD)).absolute()
+    print(f"dashboard: {path}")
+    print(f"open it in a browser (one file, no network needed): {path.as_uri()}")

@@ -40,7 +40,7 @@ from pipelines.lake_writes import small_row_groups
 from pipelines.merge_sql import delete_by_merge_key
 from pipelines.type_hints import cache_validation_hints
 from pipelines.upgrade import adopt_rows, legacy_pipeline
-from pipelines.views import create_views
+from pipelines.views import create_views, has_views
 from pipelines.warehouse import locked_load
 from sources.repo_analytics import (
     ConfigError,
@@ -161,7 +161,7 @@ def run_load(
         # dlt keeps the package; one process at a time into a shared warehouse
         info = load_now(pipeline, extracted.wait, after_load(extracted))
         report.load_ids = list(info.loads_ids)
-        if views and pipeline.destination.destination_name == "duckdb":
+        if views and has_views(pipeline):
             waiting(lambda: create_views(pipeline), extracted.wait, VIEWS_LATER)
     finally:
         report.finish()  # the run's duration ends here, not when its report is written

@@ -85,17 +85,6 @@ def check_warehouse(pipeline: dlt.Pipeline) -> None:
         ) from None
 
 
-def views_note(pipeline: dlt.Pipeline) -> list[str]:
-    """Why a warehouse has no canonical views: their SQL is DuckDB's (README: Canonical views)."""
-    name = destination_name(pipeline)
-    if name in LOCAL_DESTINATIONS:
-        return []
-    return [
-        f"note: the canonical views are DuckDB SQL and are not created on the {name} "
-        "destination: query the tables"
-    ]
-
-
 def first_line(error: BaseException) -> str:
     cause: BaseException = error
     while getattr(cause, "__cause__", None) is not None:

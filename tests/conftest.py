@@ -54,6 +54,17 @@ def server_sim() -> Iterator[Simulator]:
         yield sim
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real Postgres server (`tests/scaleout/postgres_server.py`), started the first time a
+    test of this session (of this xdist worker) asks for it; each test loads a dataset
+    (schema) of its own in its one database."""
+    from tests.scaleout.postgres_server import running_postgres
+
+    with running_postgres() as server:
+        yield server
+
+
 @pytest.fixture
 def http() -> Iterator[requests.Session]:
     with requests.Session() as session:

@@ -1,8 +1,10 @@
-"""Fixtures for extractor tests: real pipeline runs under tmp_path, into a DuckDB file or into
-Delta tables on a filesystem (the Parquet output), read back with SQL either way."""
+"""Fixtures for extractor tests: real pipeline runs under tmp_path, into a DuckDB file, into
+Delta tables on a filesystem (the Parquet output) or into a real Postgres server, read back
+with SQL either way (DuckDB SQL: on Postgres transpiled as the canonical views are)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -13,10 +15,12 @@ from typing import Any
 import deltalake
 import dlt
 import duckdb
+import psycopg2
 import pytest
 
 from pipelines.duckdb_memory import duckdb_destination, memory_limit
 from pipelines.load import LoadResult, make_pipeline, run_load
+from pipelines.views_sql import in_dialect
 from simulator import Simulator
 from tests.conftest import FIXED_NOW
 
@@ -24,6 +28,8 @@ DATASET = "repo_analytics"
 # The destinations a user can pick, each with its default settings: end-to-end tests of
 # tables against the truth run on both.
 DESTINATIONS = ("duckdb", "parquet")
+# The SQL destinations the canonical views are made on: the views' truth tests run on each.
+VIEW_DESTINATIONS = ("duckdb", "postgres")
 # The cloud edition's tables and natural keys, as the README's "Cloud edition" table states:
 # each led by `source` (where the rows came from), then these.
 CLOUD_PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -58,12 +64,14 @@ FAST_RETRY = {
 
 @dataclass
 class Loader:
-    """Runs loads of one pipeline against one simulator, into a DuckDB file (`duckdb`) or
-    Delta tables under `lake/` (`parquet`), and reads the tables back with DuckDB SQL."""
+    """Runs loads of one pipeline against one simulator, into a DuckDB file (`duckdb`),
+    Delta tables under `lake/` (`parquet`) or a dataset of its own on a Postgres server
+    (`postgres`, `warehouse` its URI), and reads the tables back with DuckDB SQL."""
 
     sim: Simulator
     path: Path
     destination: str = "duckdb"
+    warehouse: str | None = None  # the Postgres server's URI (destination `postgres`)
     # several hosts or workspaces load one dataset, each on a pipeline of its own
     pipeline_name: str = "repo_analytics"
     # rows of this `source` only, as if it had loaded the dataset alone (`of_source`)
@@ -82,20 +90,28 @@ class Loader:
         return self.path / "data.duckdb"
 
     @property
+    def dataset(self) -> str:
+        """The dataset's name: on the shared Postgres server one of this loader's own."""
+        if self.destination != "postgres":
+            return DATASET
+        return "t_" + re.sub(r"[^a-z0-9]+", "_", self.path.name.lower()).strip("_")
+
+    @property
     def lake(self) -> Path:
         return self.path / "lake"
 
     def pipeline(self) -> dlt.Pipeline:
-        target: Any = (
-            # as users get it
-            duckdb_destination(str(self.db_file), memory_limit({}), self.pipeline_name)
-            if self.destination == "duckdb"
-            else dlt.destinations.filesystem(bucket_url=str(self.lake))
-        )
+        target: Any
+        if self.destination == "duckdb":  # as users get it
+            target = duckdb_destination(str(self.db_file), memory_limit({}), self.pipeline_name)
+        elif self.destination == "postgres":
+            target = dlt.destinations.postgres(credentials=self.warehouse)
+        else:
+            target = dlt.destinations.filesystem(bucket_url=str(self.lake))
         return make_pipeline(
             pipeline_name=self.pipeline_name,
             destination=target,
-            dataset_name=DATASET,
+            dataset_name=self.dataset,
             pipelines_dir=str(self.path / "pipelines"),
             schemas_dir=self.path / "schemas",
         )
@@ -125,6 +141,8 @@ class Loader:
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         """`sql` over the dataset, with the dataset as the default schema."""
+        if self.destination == "postgres" and self.only_source is None:
+            return postgres_rows(str(self.warehouse), self.dataset, sql)
         if self.only_source is None and self.destination == "duckdb":
             if self.held:
                 with self.held[0].cursor() as con:
@@ -167,6 +185,26 @@ class Loader:
             con = lake_connection(self.lake)
         self.copies[self.only_source] = (stored, con)
         return con
+
+
+def postgres_rows(uri: str, dataset: str, sql: str) -> list[tuple[Any, ...]]:
+    """`sql` (DuckDB SQL; statements apart by `;`, the last one's rows returned) on the
+    Postgres dataset, transpiled as the canonical views are; `DESCRIBE "table"` as the
+    table's column names and types."""
+    statements = [part.strip() for part in sql.split(";") if part.strip()]
+    with psycopg2.connect(uri) as con, con.cursor() as cursor:
+        cursor.execute(f'SET search_path TO "{dataset}"')
+        for statement in statements:
+            described = re.fullmatch(r'DESCRIBE "(\w+)"', statement)
+            if described:
+                cursor.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE "
+                    "table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                    (dataset, described.group(1)),
+                )
+            else:
+                cursor.execute(in_dialect(statement, "postgres"))
+        return cursor.fetchall() if cursor.description else []
 
 
 def on_dataset(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
@@ -251,6 +289,15 @@ def loader(tmp_path: Path) -> Iterator[Callable[[Simulator], Loader]]:
         return Loader(sim, tmp_path)
 
     yield make
+
+
+@pytest.fixture(scope="module", params=VIEW_DESTINATIONS)
+def views_destination(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+    """Each SQL destination of the canonical views, with the Postgres server's URI (the
+    session's server, started when first asked for)."""
+    if request.param == "postgres":
+        return "postgres", request.getfixturevalue("postgres").uri()
+    return str(request.param), None
 
 
 @pytest.fixture(params=DESTINATIONS)

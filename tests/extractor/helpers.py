@@ -86,7 +86,7 @@ def data_tables(loader: Loader) -> set[str]:
         name
         for (name,) in loader.rows(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            "'repo_analytics' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'"
+            f"'{loader.dataset}' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'"
         )
     }
 

@@ -271,7 +271,8 @@ def snapshot(db_file: Path) -> dict[str, list[tuple[Any, ...]]]:
         for (t,) in query(
             db_file,
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-            "table_type = 'BASE TABLE' AND table_name NOT LIKE '_dlt%'",
+            # not dlt's tables nor the runs' records (`_repo_analytics_runs`): the data's
+            "table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_')",
             [DATASET],
         )
     ]
@@ -293,7 +294,7 @@ def data_tables(db_file: Path) -> list[str]:
             t
             for (t,) in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-                "table_name NOT LIKE '_dlt%'",
+                "NOT starts_with(table_name, '_')",
                 [DATASET],
             ).fetchall()
         ]
@@ -1288,7 +1289,8 @@ def test_skipped_scope_exits_3_and_its_window_is_not_finished(
 @pytest.mark.parametrize("edition", ["cloud", "server"])
 def test_demo(edition: str, tmp_path: Path) -> None:
     """`repo-analytics demo --size tiny` in an empty folder: exit 0, reconciliation PASSED, a
-    report with backfill, nightly and reconciliation, and a `commits` view with rows."""
+    report with backfill, nightly and reconciliation, and a `commits` view with rows; the run
+    recorded in the dataset; the dashboard written beside the file, its path printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     done = subprocess.run(
         [str(CLI), "demo", "--edition", edition, "--size", "tiny"],
@@ -1311,7 +1313,16 @@ def test_demo(edition: str, tmp_path: Path) -> None:
         commits, editions = con.execute(
             f"SELECT count(*), list(DISTINCT edition) FROM {DATASET}.commits"
         ).fetchone()
+        runs = con.execute(
+            f"SELECT command, status, reconciliation FROM {DATASET}._repo_analytics_runs"
+        ).fetchall()
     assert commits > 500 and editions == [edition]
+    assert runs == [("demo", "ok", "PASSED")]
+    dashboard = tmp_path / "demo-report.html"
+    assert f"open it in a browser (one file, no network needed): {dashboard.as_uri()}" in (
+        done.stdout.splitlines()
+    )
+    assert 'data-table="commits"' in dashboard.read_text(encoding="utf-8")
 
 
 def test_a_backfill_to_the_clock_leaves_the_exports_nightly_cursors_at_its_end(

@@ -255,7 +255,8 @@ def duckdb_tables(db_file: Path) -> dict[str, Table]:
             t
             for (t,) in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND "
-                "table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\'",
+                # not dlt's tables nor the runs' records (`_repo_analytics_runs`)
+                "table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_')",
                 [DATASET],
             ).fetchall()
         ]

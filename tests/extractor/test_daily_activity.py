@@ -4,7 +4,8 @@ The statistics endpoints are read by month by default; the daily series they use
 views over the list tables: `daily_commit_activity` (commits, merge commits, lines per day)
 and `daily_pull_request_activity` (pull requests by creation day and current state, as the
 statistics count them, and by the day they were merged, declined or superseded), at every
-level of the edition. One tiny host per edition is loaded with the default settings; every
+level of the edition. One tiny host per edition is loaded with the default settings, into
+DuckDB and into Postgres (the views are the same on both, read in any session zone); every
 expected value is computed here from `sim.truth(...)`, never from extractor code. The views'
 monthly sums are also compared with the API's own monthly rows loaded by the same run.
 
@@ -229,13 +230,16 @@ class Loaded:
 
 @pytest.fixture(scope="module", params=["cloud", "server"])
 def loaded(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    views_destination: tuple[str, str | None],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Loaded]:
     """A tiny host's whole history, loaded with the default settings (every level and
-    resource, statistics by month)."""
+    resource, statistics by month), into each SQL destination of the views."""
     edition = request.param
     with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
-        loader = Loader(sim, tmp_path_factory.mktemp(f"daily_{edition}"))
+        folder = tmp_path_factory.mktemp(f"daily_{edition}")
+        loader = Loader(sim, folder, *views_destination)
         result = loader.load()
         assert not result.report.partial, result.report.skips
         yield Loaded(edition, sim, loader)

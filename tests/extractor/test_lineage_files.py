@@ -75,7 +75,8 @@ def written_loads(db_file: Path) -> tuple[set[str], set[str]]:
             t
             for (t,) in db.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = ? "
-                "AND table_name NOT LIKE '\\_dlt%' ESCAPE '\\' AND table_type = 'BASE TABLE'",
+                # not dlt's tables nor the runs' records (`_repo_analytics_runs`)
+                "AND NOT starts_with(table_name, '_') AND table_type = 'BASE TABLE'",
                 [DATASET],
             ).fetchall()
         ]

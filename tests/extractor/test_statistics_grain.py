@@ -1,6 +1,8 @@
 """Statistics by month, the default grain (issue 11), through a backfill whose windows are not
 aligned with months, and through nightly runs.
 
+The views are read on each SQL destination they are made on (DuckDB, Postgres).
+
 A backfill drops each window's partial last period: a month spanning two windows is read,
 complete, by the window holding its end, and by no other. The windows here are 30 days long,
 so that every month spans two (the default, a third of a year of 122 days, is no more
@@ -26,7 +28,7 @@ from pipelines.backfill import BackfillResult
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader
-from tests.extractor.test_backfill import backfill, dated, log_since, query
+from tests.extractor.test_backfill import backfill, dated, log_since
 from tests.extractor.test_daily_activity import server_users
 
 CLOCK = datetime.fromtimestamp(FIXED_NOW, UTC)  # 2026-06-01T00:00Z
@@ -160,19 +162,17 @@ MEASURES = {
 
 
 def stored(
-    db_file: Path, edition: str, views: tuple[str, ...] = tuple(MEASURES)
+    loader: Loader, edition: str, views: tuple[str, ...] = tuple(MEASURES)
 ) -> dict[str, dict[tuple[str, str, datetime], Row]]:
     """Each statistics view's rows: (level, scope, period_start) -> (period, period_end,
     numbers); a key held twice fails."""
     out: dict[str, dict[tuple[str, str, datetime], Row]] = {}
     for view in views:
         measures = MEASURES[view]
-        rows = query(
-            db_file,
+        rows = loader.rows(
             f"SELECT level, scope, period_start, period, period_end, "
             f"{measures.format(states=', '.join(STATES[edition]))} "
-            f"FROM {view} WHERE edition = ?",
-            [edition],
+            f"FROM {view} WHERE edition = '{edition}'"
         )
         keyed = {
             (level, scope, start.astimezone(UTC)): (period, end.astimezone(UTC), *numbers)
@@ -212,13 +212,17 @@ class Backfilled:
 
 @pytest.fixture(scope="module", params=["cloud", "server"])
 def backfilled(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    views_destination: tuple[str, str | None],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Backfilled]:
+    """Into each SQL destination of the statistics views (DuckDB, Postgres)."""
     edition = request.param
     with Simulator(SimConfig(edition=edition, size="tiny", now=FIXED_NOW)) as sim:
-        loader = Loader(sim, tmp_path_factory.mktemp(f"grain_{edition}"))
+        folder = tmp_path_factory.mktemp(f"grain_{edition}")
+        loader = Loader(sim, folder, *views_destination)
         first, first_log = backfill(loader, SINCE.date().isoformat(), None)  # the defaults
-        rows = stored(loader.db_file, edition)
+        rows = stored(loader, edition)
         inner, inner_log = backfill(loader, "2026-04-15", "2026-05-20")
         yield Backfilled(
             edition,
@@ -229,7 +233,7 @@ def backfilled(
             rows,
             inner,
             inner_log,
-            stored(loader.db_file, edition),
+            stored(loader, edition),
         )
 
 
@@ -332,7 +336,7 @@ def test_nightly_reads_the_current_month_each_night(
         before = sim.requests()["total"]
         result = loader.load(**args)
         assert not result.report.partial
-        rows = stored(loader.db_file, "server", ("commit_statistics",))["commit_statistics"]
+        rows = stored(loader, "server", ("commit_statistics",))["commit_statistics"]
         read = {key[:2] for key in rows}
         nights.append((clock, log_since(sim, before), len(read)))
         assert max(key[2] for key in rows) == month_of(clock - timedelta(microseconds=1))

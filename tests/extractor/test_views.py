@@ -5,7 +5,8 @@ comment, a reviewer), so it is not the resolution time. The CSV export's `Time t
 is. A tiny self-hosted host is loaded with the default settings (every level and resource),
 and the views' per-pull-request resolution times, per-repository median cycle times and
 weekly outcome buckets are compared with values computed here from the simulator's ground
-truth (`sim.truth("pull-requests")` and its `_sim.closed_ms`), never from extractor code.
+truth (`sim.truth("pull-requests")` and its `_sim.closed_ms`), never from extractor code;
+on DuckDB and on Postgres.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-import duckdb
 import pytest
 
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
-from tests.extractor.conftest import DATASET, Loader
+from tests.extractor.conftest import Loader
 
 START = datetime(2026, 3, 1, tzinfo=UTC)  # the Loader's default start_date
 STATES = ("MERGED", "DECLINED", "SUPERSEDED")  # the weekly view's counts, in its column order
@@ -45,11 +45,8 @@ def monday(moment: datetime) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def rows(db_file: Path, sql: str) -> list[tuple[Any, ...]]:
-    with duckdb.connect(str(db_file), read_only=True) as con:
-        con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"SET schema '{DATASET}'")
-        return con.execute(sql).fetchall()
+def rows(loader: Loader, sql: str) -> list[tuple[Any, ...]]:
+    return loader.rows(f"SET TimeZone = 'UTC'; {sql}")
 
 
 def closed_truth(sim: Simulator) -> dict[Key, dict[str, Any]]:
@@ -69,11 +66,15 @@ def host() -> Iterator[Simulator]:
 
 
 @pytest.fixture(scope="module")
-def loaded(host: Simulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def loaded(
+    host: Simulator,
+    views_destination: tuple[str, str | None],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Loader:
     """One load with the default settings (all levels and resources, CSV exports included)."""
-    loader = Loader(host, tmp_path_factory.mktemp("views-default"))
+    loader = Loader(host, tmp_path_factory.mktemp("views-default"), *views_destination)
     assert not loader.load().report.partial
-    return loader.db_file
+    return loader
 
 
 def test_truth_has_pull_requests_updated_after_closing(host: Simulator) -> None:
@@ -83,7 +84,7 @@ def test_truth_has_pull_requests_updated_after_closing(host: Simulator) -> None:
     assert len(truth) > 20 and len(late) >= 5, (len(truth), len(late))
 
 
-def test_resolution_times_are_the_closing_times(host: Simulator, loaded: Path) -> None:
+def test_resolution_times_are_the_closing_times(host: Simulator, loaded: Loader) -> None:
     """Every closed pull request: resolved_at is the host's closing time, from the CSV."""
     truth = closed_truth(host)
     found = {
@@ -112,7 +113,7 @@ def test_resolution_times_are_the_closing_times(host: Simulator, loaded: Path) -
     assert in_view and set(in_view) == {(None, None)}  # open: not resolved
 
 
-def test_median_cycle_times_per_repository(host: Simulator, loaded: Path) -> None:
+def test_median_cycle_times_per_repository(host: Simulator, loaded: Loader) -> None:
     """Per repository, the median hours to resolve equal the truth's (to the minute)."""
     hours: dict[tuple[str, str], list[float]] = {}
     for (key, slug, _), pr in closed_truth(host).items():
@@ -133,7 +134,7 @@ def test_median_cycle_times_per_repository(host: Simulator, loaded: Path) -> Non
         assert abs(found[repo] - value) <= 1 / 60, (repo, found[repo], value)
 
 
-def test_weekly_outcomes_are_by_closing_week(host: Simulator, loaded: Path) -> None:
+def test_weekly_outcomes_are_by_closing_week(host: Simulator, loaded: Loader) -> None:
     """Counts by state per UTC week (Monday) of the host's closing time."""
     counts: Counter[tuple[str, str, date, str]] = Counter()
     for (key, slug, _), pr in closed_truth(host).items():
@@ -158,13 +159,13 @@ def test_weekly_outcomes_are_by_closing_week(host: Simulator, loaded: Path) -> N
 
 
 def test_without_the_export_resolution_falls_back_to_updated_at(
-    host: Simulator, tmp_path: Path
+    host: Simulator, views_destination: tuple[str, str | None], tmp_path: Path
 ) -> None:
     """No CSV export loaded: resolved_at is updated_at, and the view says so."""
-    loader = Loader(host, tmp_path)
+    loader = Loader(host, tmp_path, *views_destination)
     assert not loader.load(levels=["repository"], resources=["pull_requests"]).report.partial
     found = rows(
-        loader.db_file,
+        loader,
         """
         SELECT count(*), count(*) FILTER (WHERE c.resolved_at_source = 'updated_at'),
                count(*) FILTER (WHERE c.resolved_at = p.updated_at)
@@ -174,7 +175,7 @@ def test_without_the_export_resolution_falls_back_to_updated_at(
     closed = len(closed_truth(host))
     assert found == [(closed, closed, closed)]
     weekly = rows(
-        loader.db_file,
+        loader,
         "SELECT sum(merged + declined + superseded), "
         "sum(resolutions_from_updated_at) "
         "FROM pull_request_outcomes_weekly",

@@ -1,21 +1,15 @@
-"""A real Postgres server for the scale-out tests: one per test session (per xdist worker),
-on loopback TCP with password authentication (`postgres_server.py`). Each test loads a
-dataset (schema) of its own in the one database."""
+"""The scale-out tests' datasets and credentials on the session's real Postgres server (the
+`postgres` fixture of tests/conftest.py: loopback TCP with password authentication,
+`postgres_server.py`). Each test loads a dataset (schema) of its own in the one database."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.scaleout.postgres_server import PASSWORD, PostgresServer, running_postgres
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
+from tests.scaleout.postgres_server import PASSWORD, PostgresServer
 
 
 @pytest.fixture

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
+import pytest
 
+from pipelines.cli_parser import DEFAULT_DUCKDB
 from pipelines.dagster_assets import resolve_partitions, window_assets
 from simulator import Simulator
 from tests.extractor.conftest import FAST_RETRY
@@ -90,7 +93,7 @@ def test_partitions_load_their_windows_and_a_rerun_changes_nothing(
         assert result.success
         events = result.get_asset_materialization_events()
         by_key = {e.asset_key.to_user_string(): e for e in events}
-        commits = by_key["repo_analytics/commits/repository"].materialization.metadata
+        commits = by_key["repo_analytics/server_commits_repository"].materialization.metadata
         assert commits["window"].value.startswith(f"[{key}T00:00:00+00:00")
         assert "PASSED" in commits["reconciliation"].value
         read += commits["rows_read"].value
@@ -109,7 +112,7 @@ def test_partitions_load_their_windows_and_a_rerun_changes_nothing(
     assert again.success
     assert contents(postgres, dataset) == before
     done = instance.get_materialized_partitions(
-        dg.AssetKey(["repo_analytics", "commits", "repository"])
+        dg.AssetKey(["repo_analytics", "server_commits_repository"])
     )
     assert done == set(PARTITIONS)
 
@@ -171,3 +174,87 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
     )
     assert failed.returncode != 0
     assert "REPO_ANALYTICS_DAGSTER__START" in failed.stdout + failed.stderr
+
+
+def location_env(sim: Simulator, destination: str, **extra: str) -> dict[str, str]:
+    """The environment a user gives `dagster dev -m pipelines.dagster_assets`: the source's
+    settings and the partitions' (`REPO_ANALYTICS_DAGSTER__...`), nothing else."""
+    return cli_env(
+        sim,
+        REPO_ANALYTICS_DAGSTER__START=PARTITIONS[0],
+        REPO_ANALYTICS_DAGSTER__DESTINATION=destination,
+        **extra,
+    )
+
+
+@pytest.mark.parametrize("destination", ["duckdb", "postgres"])
+def test_the_code_location_loads_as_the_ui_loads_it(
+    make_sim: Any, destination: str, dataset: str, request: Any, tmp_path: Path
+) -> None:
+    """`dagster definitions validate` and `dagster asset list` of the module the UI serves,
+    configured from the environment alone: DuckDB (with no file named: the default one) and
+    Postgres load, and every asset is named after its edition and resource."""
+    sim: Simulator = make_sim(edition="server")
+    extra = request.getfixturevalue("warehouse_env")() if destination == "postgres" else {}
+    env = {**location_env(sim, destination, **extra), "DAGSTER_HOME": str(tmp_path)}
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    location = ["-m", "pipelines.dagster_assets"]
+    outputs = []
+    for command in (["definitions", "validate"], ["asset", "list"]):
+        done = subprocess.run(
+            [dagster, *command, *location],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        outputs.append(done.stdout)
+    keys = {line.strip() for line in outputs[1].splitlines() if line.startswith("repo_analytics/")}
+    assert "repo_analytics/server_commits_repository" in keys
+    assert "repo_analytics/server_pull_requests_global" in keys
+    names = {key.rpartition("/")[2] for key in keys}
+    assert len(names) == len(keys) > 10 and all(n.startswith("server_") for n in names)
+
+
+def test_a_partition_materialises_into_duckdb(
+    make_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One weekly partition into DuckDB, no file named: the command line's default file in
+    the working folder holds exactly that week, equal to the truth, and reconciled, and the
+    canonical views over it."""
+    sim: Simulator = make_sim(edition="server")
+    monkeypatch.chdir(tmp_path)
+    settings = resolve_partitions(
+        {
+            "start": PARTITIONS[0],
+            "end": RANGE[1].date().isoformat(),
+            "destination": "duckdb",
+            "pipelines_dir": str(tmp_path / "pipelines"),
+        }
+    )
+    assets = window_assets(settings, sim_args(sim))
+    key = PARTITIONS[1]
+    result = dg.materialize([assets], partition_key=key, instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    events = {
+        e.asset_key.to_user_string(): e.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    commits = events["repo_analytics/server_commits_repository"]
+    assert "PASSED" in commits["reconciliation"].value
+    db_file = tmp_path / DEFAULT_DUCKDB
+    start = datetime.fromisoformat(key).replace(tzinfo=UTC)
+    week = (start, start + timedelta(days=7))
+
+    def read(table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        names = ", ".join(f'"{c}"' for c in columns)
+        with duckdb.connect(str(db_file), read_only=True) as con:
+            return con.execute(f'SELECT {names} FROM repo_analytics."{table}"').fetchall()
+
+    assert_rows_equal_truth(read, sim, "server", week, week)
+    in_week = [c for c in sim.truth("commits") if week[0] <= from_z(c["authorTimestamp"]) < week[1]]
+    assert commits["rows_read"].value == len(in_week) > 0
+    assert len(read("commits", ("commit_id",))) == len(in_week)  # the canonical views too

@@ -87,7 +87,9 @@ def loaded(
     destination, grain = request.param
     grained = {} if grain == GRAIN else {"statistics_period": grain}
     sim = server_sim
-    loader = Loader(sim, Path(tmp_path_factory.mktemp("server_load")), destination)
+    # Postgres: the canonical views' tests ask for it (the session's server)
+    uri = request.getfixturevalue("postgres").uri() if destination == "postgres" else None
+    loader = Loader(sim, Path(tmp_path_factory.mktemp("server_load")), destination, uri)
     truth = Truth.read(sim)
     window = Window(START, truth.clock)
     first, first_log = run_with_log(sim, loader, **grained)

@@ -1,13 +1,12 @@
-"""The canonical views over the self-hosted tables (DuckDB's, as the README says)."""
+"""The canonical views over the self-hosted tables, on each SQL destination they are made on
+(DuckDB and Postgres)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import duckdb
 import pytest
 
-from tests.extractor.conftest import DATASET
 from tests.extractor.helpers import GRAIN, count, select
 from tests.extractor.server_load.conftest import Loaded
 from tests.extractor.server_load.truth import Truth, Window, at, commit_row, pr_row
@@ -29,30 +28,37 @@ VIEW_COLUMNS = {
 }
 
 
-# The canonical views are DuckDB's (README: Canonical views): their tests take the DuckDB load.
-DUCKDB_ONLY = pytest.mark.parametrize("loaded", [("duckdb", GRAIN)], indirect=True, ids=["duckdb"])
+# The canonical views' tests take the loads into the SQL destinations they are made on.
+VIEWS_ON = pytest.mark.parametrize(
+    "loaded", [("duckdb", GRAIN), ("postgres", GRAIN)], indirect=True, ids=["duckdb", "postgres"]
+)
 
 
-@DUCKDB_ONLY
+def but(view: str, *left_out: str) -> str:
+    """The view's columns, in order, without `left_out`."""
+    return ", ".join(c for c in VIEW_COLUMNS[view].split(", ") if c not in left_out)
+
+
+@VIEWS_ON
 def test_views_have_the_readme_columns(loaded: Loaded) -> None:
     for view, columns in VIEW_COLUMNS.items():
         got = [
             name
             for (name,) in loaded.loader.rows(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                f"'{DATASET}' AND table_name = '{view}' ORDER BY ordinal_position"
+                f"'{loaded.loader.dataset}' AND table_name = '{view}' ORDER BY ordinal_position"
             )
         ]
         assert got == [c.strip() for c in columns.split(",")], view
         assert loaded.loader.rows(f'SELECT DISTINCT edition FROM "{view}"') == [("server",)]
 
 
-@DUCKDB_ONLY
+@VIEWS_ON
 def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     """Each canonical view row is its table's row, mapped as the README says; the
     reviewer count is the truth's."""
     loader = loaded.loader
-    view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM commits"))
+    view = sorted(loader.rows(f"SELECT {but('commits', 'edition')} FROM commits"))
     expected: list[tuple[Any, ...]] = sorted(
         (src, p, s, i, name, email, user, when, None, added, deleted, merge, parents)
         for src, p, s, i, name, email, user, when, added, deleted, merge, parents in select(
@@ -80,7 +86,8 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     # resolved_at and its source are compared with the truth in test_views.py
     view = sorted(
         loader.rows(
-            "SELECT * EXCLUDE (edition, resolved_at, resolved_at_source) FROM pull_requests"
+            f"SELECT {but('pull_requests', 'edition', 'resolved_at', 'resolved_at_source')} "
+            "FROM pull_requests"
         )
     )
     expected = sorted(
@@ -121,7 +128,11 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     )
     assert view == expected and any(row[-1] > 1 for row in view)
 
-    view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM pull_request_statistics"))
+    view = sorted(
+        loader.rows(
+            f"SELECT {but('pull_request_statistics', 'edition')} FROM pull_request_statistics"
+        )
+    )
     expected = sorted(
         (*r, None)
         for r in select(
@@ -143,7 +154,9 @@ def test_views_equal_the_server_tables(loaded: Loaded) -> None:
     )
     assert view == expected and view
 
-    view = sorted(loader.rows("SELECT * EXCLUDE (edition) FROM commit_statistics"))
+    view = sorted(
+        loader.rows(f"SELECT {but('commit_statistics', 'edition')} FROM commit_statistics")
+    )
     expected = sorted(
         select(
             loader,
@@ -178,16 +191,13 @@ def expected_daily_activity(truth: Truth, window: Window) -> list[tuple[Any, ...
     return sorted((*k, *v) for k, v in groups.items())
 
 
-@DUCKDB_ONLY
+@VIEWS_ON
 @pytest.mark.parametrize("session_zone", ["UTC", "Pacific/Kiritimati"])
 def test_daily_author_activity_equals_truth(loaded: Loaded, session_zone: str) -> None:
     """Per repository, author and day of the UTC instant, whatever time zone the reading
     session (a BI tool) has set."""
-    with duckdb.connect(str(loaded.loader.db_file), read_only=True) as con:
-        con.execute(f"SET TimeZone = '{session_zone}'")
-        con.execute(f"SET schema '{DATASET}'")
-        got = con.execute(
-            "SELECT project_key, repository_slug, author_name, day, commits, lines_added, "
-            "lines_deleted FROM daily_author_activity ORDER BY ALL"
-        ).fetchall()
+    got = loaded.loader.rows(
+        f"SET TimeZone = '{session_zone}'; SELECT project_key, repository_slug, author_name, "
+        "day, commits, lines_added, lines_deleted FROM daily_author_activity ORDER BY ALL"
+    )
     assert got == expected_daily_activity(loaded.truth, loaded.window)
