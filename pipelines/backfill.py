@@ -41,14 +41,14 @@ from pipelines.load import (
 from pipelines.progress import Progress
 from pipelines.views import create_views, has_views
 from sources.repo_analytics import WINDOW_MARKER, RepoAnalyticsConfiguration, RunReport
+from sources.repo_analytics.client.transport import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError
-from sources.repo_analytics.plan import chosen_resources
+from sources.repo_analytics.reading.plan import chosen_resources
+from sources.repo_analytics.reading.scopes import RangeDiscovery
 from sources.repo_analytics.report import waited_wall
-from sources.repo_analytics.scopes import RangeDiscovery
 from sources.repo_analytics.settings import DEFAULT_CONCURRENCY
-from sources.repo_analytics.transport import HostGate
 
 if TYPE_CHECKING:
     from pipelines.reconcile_prefetch import StatisticsPrefetch

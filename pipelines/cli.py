@@ -122,7 +122,7 @@ def check_before_run(args: argparse.Namespace, dates: bool = True) -> None:
     DuckDB path and the dataset name (`make_cli_pipeline` checks those first). `dates=False`
     for a backfill, whose windows set the dates."""
     from sources.repo_analytics.editions import edition_spec
-    from sources.repo_analytics.plan import build_plan
+    from sources.repo_analytics.reading.plan import build_plan
 
     values = resolved_source_args(args)
     spec = edition_spec(values["edition"])  # also one set in .dlt/ or the environment
@@ -382,7 +382,7 @@ def check_command(args: argparse.Namespace) -> int:
 def resolved_source_args(args: argparse.Namespace) -> dict[str, Any]:
     """Flags over dlt config (.dlt/, environment), resolved through the source's spec: what
     `load` would use."""
-    from sources.repo_analytics.plan import resolve_settings
+    from sources.repo_analytics.reading.plan import resolve_settings
 
     return dict(resolve_settings(flag_settings(args)))
 

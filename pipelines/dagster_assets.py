@@ -51,7 +51,7 @@ from pipelines.load import LoadResult, make_pipeline, run_load
 from pipelines.reconcile import reconcile_pipeline
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError
-from sources.repo_analytics.plan import build_plan, resolve_settings
+from sources.repo_analytics.reading.plan import build_plan, resolve_settings
 
 SECTION = "repo_analytics_dagster"
 GRAINS = ("day", "week", "month")

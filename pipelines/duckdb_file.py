@@ -33,7 +33,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_de
 
 from sources.repo_analytics.config import SECTION, default_of
 from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld, PublishFailed
-from sources.repo_analytics.plan import number
+from sources.repo_analytics.reading.plan import number
 
 T = TypeVar("T")
 

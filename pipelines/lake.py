@@ -31,7 +31,7 @@ from pipelines.pruned_through import (
     write_record,
 )
 from sources.repo_analytics import EDITION_SPECS
-from sources.repo_analytics.origin import SOURCE
+from sources.repo_analytics.reading.origin import SOURCE
 
 LOAD_ID = "_dlt_load_id"
 # Delta reader features under which a table's current files, read as plain Parquet, are the

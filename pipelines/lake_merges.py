@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from pipelines.lake_heads import head_begins
 from pipelines.lake_writes import writer_properties
-from sources.repo_analytics.tables import FIXED_PER_KEY
+from sources.repo_analytics.editions.spec import FIXED_PER_KEY
 
 _LOCK = threading.Lock()
 # Delta's file statistics keep a timestamp to the millisecond: a stored value may lie up to

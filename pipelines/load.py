@@ -49,7 +49,7 @@ from sources.repo_analytics import (
     repo_analytics,
 )
 from sources.repo_analytics.errors import DuckDBFileHeld
-from sources.repo_analytics.plan import resolve_settings
+from sources.repo_analytics.reading.plan import resolve_settings
 
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema

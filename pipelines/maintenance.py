@@ -13,13 +13,13 @@ from pipelines.backfill import finished_windows
 from pipelines.duckdb_file import NOTHING_CHANGED, RESET_KEPT, configured_lock_wait, waiting
 from pipelines.warehouse import exclusive_load
 from sources.repo_analytics import WINDOW_MARKER, RunReport
-from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld
-from sources.repo_analytics.origin import SOURCE_STATE_KEY
-from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.scopes import (
+from sources.repo_analytics.reading.context import edition_client
+from sources.repo_analytics.reading.origin import SOURCE_STATE_KEY
+from sources.repo_analytics.reading.plan import build_plan
+from sources.repo_analytics.reading.scopes import (
     CURSOR_COLUMN_STATE_KEY,
     CURSOR_STATE_KEY,
     SCOPES_STATE_KEY,

@@ -60,14 +60,14 @@ from pipelines.reconcile_windows import (
 )
 from pipelines.warehouse import warehouse_tables
 from sources.repo_analytics import EDITION_SPECS, RunReport
-from sources.repo_analytics.client import edition_client
 from sources.repo_analytics.dates import wire
+from sources.repo_analytics.editions.spec import EditionSpec, StatisticsCheck
 from sources.repo_analytics.errors import SkippableApiError
-from sources.repo_analytics.origin import SOURCE
-from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.readers import ReadContext
-from sources.repo_analytics.scopes import repository_scope
-from sources.repo_analytics.tables import EditionSpec, StatisticsCheck
+from sources.repo_analytics.reading.context import edition_client
+from sources.repo_analytics.reading.origin import SOURCE
+from sources.repo_analytics.reading.plan import build_plan
+from sources.repo_analytics.reading.readers import ReadContext
+from sources.repo_analytics.reading.scopes import repository_scope
 
 __all__ = ["Reconciliation", "reconcile", "reconcile_pipeline", "reconcile_with"]
 

@@ -9,9 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from sources.repo_analytics import RunReport
-from sources.repo_analytics.readers import ReadContext
-from sources.repo_analytics.scopes import endpoint_for
-from sources.repo_analytics.tables import EditionSpec, Endpoint, ReconcileSpec, StatisticsCheck
+from sources.repo_analytics.editions.spec import (
+    EditionSpec,
+    Endpoint,
+    ReconcileSpec,
+    StatisticsCheck,
+)
+from sources.repo_analytics.reading.readers import ReadContext
+from sources.repo_analytics.reading.scopes import endpoint_for
 
 
 @dataclass(frozen=True)

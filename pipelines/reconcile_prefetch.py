@@ -23,9 +23,9 @@ from typing import Any
 from pipelines.reconcile_model import EditionChecks, Measures, edition_checks, read_windows
 from pipelines.reconcile_windows import api_statistics, top_level_families
 from sources.repo_analytics import EDITION_SPECS, RunReport
-from sources.repo_analytics.client import edition_client
-from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.readers import ReadContext
+from sources.repo_analytics.reading.context import edition_client
+from sources.repo_analytics.reading.plan import build_plan
+from sources.repo_analytics.reading.readers import ReadContext
 
 # whose statistics (None: the top level), which window, which family
 AnswerKey = tuple[tuple[str, ...] | None, datetime, datetime, str]

@@ -21,13 +21,13 @@ from pipelines.reconcile_model import (
     measure,
     required_endpoint,
 )
-from sources.repo_analytics.context import Scope
 from sources.repo_analytics.dates import wire
+from sources.repo_analytics.editions.spec import EditionSpec, Endpoint
 from sources.repo_analytics.errors import SkippableApiError
-from sources.repo_analytics.origin import SOURCE
-from sources.repo_analytics.readers import ReadContext
-from sources.repo_analytics.scopes import endpoint_for, repository_scope, top_scope
-from sources.repo_analytics.tables import EditionSpec, Endpoint
+from sources.repo_analytics.reading.context import Scope
+from sources.repo_analytics.reading.origin import SOURCE
+from sources.repo_analytics.reading.readers import ReadContext
+from sources.repo_analytics.reading.scopes import endpoint_for, repository_scope, top_scope
 
 EDGE: Final = timedelta(hours=14)
 

@@ -28,7 +28,7 @@ from pipelines.views import create_views, has_views
 from pipelines.views_sql import dialect_of, in_dialect
 from pipelines.warehouse import exclusive_load, first_line
 from sources.repo_analytics.errors import DuckDBFileHeld
-from sources.repo_analytics.origin import source_identity
+from sources.repo_analytics.reading.origin import source_identity
 from sources.repo_analytics.report import RunReport
 
 RUNS_TABLE: Final = "_repo_analytics_runs"

@@ -1,6 +1,6 @@
 """Datasets written before rows named their source: the `source` column added, and filled.
 
-Every table's key now starts with `source` (`sources/repo_analytics/origin.py`). A table of
+Every table's key now starts with `source` (`sources/repo_analytics/reading/origin.py`). A table of
 an older dataset lacks the column, and its rows would never match a re-read row's key: the
 first run of this version would duplicate every row it reads again. So before that run
 loads, each such table gets the column (dlt would add it NOT NULL, which an existing table's
@@ -18,7 +18,7 @@ import dlt
 from dlt.common import logger
 
 from pipelines.lake import delta_tables
-from sources.repo_analytics.origin import SOURCE, is_legacy_state
+from sources.repo_analytics.reading.origin import SOURCE, is_legacy_state
 
 
 def legacy_pipeline(pipeline: dlt.Pipeline) -> bool:

@@ -15,11 +15,10 @@ from typing import Any, Optional, Union
 import dlt
 from dlt.extract.resource import DltResource
 
-from .client import edition_client
+from .client.transport import HostGate
 from .config import RepoAnalyticsConfiguration, ResolvedInTheSource
-from .csv_export import read_csv
-from .details import PENDING_STATE_KEY, read_pending
 from .editions import EDITION_SPECS, edition_spec
+from .editions.spec import Endpoint
 from .errors import (
     ConfigError,
     FatalApiError,
@@ -27,11 +26,14 @@ from .errors import (
     RetryBudgetExhausted,
     SkippableApiError,
 )
-from .fanin import fan_in
-from .items import source_items, stored_cursor, tracking, with_refresh
-from .origin import SOURCE_STATE_KEY, check_state_source
-from .plan import RunPlan, build_plan, resolve_settings
-from .readers import (
+from .reading.context import edition_client
+from .reading.csv_exports import read_csv
+from .reading.details import PENDING_STATE_KEY, read_pending
+from .reading.fanin import fan_in
+from .reading.items import source_items, stored_cursor, tracking, with_refresh
+from .reading.origin import SOURCE_STATE_KEY, check_state_source
+from .reading.plan import RunPlan, build_plan, resolve_settings
+from .reading.readers import (
     Batch,
     ReadContext,
     Scope,
@@ -40,8 +42,7 @@ from .readers import (
     read_statistics,
     skipping,
 )
-from .report import RunReport
-from .scopes import (
+from .reading.scopes import (
     CURSOR_COLUMN_STATE_KEY,
     CURSOR_STATE_KEY,
     SCOPES_STATE_KEY,
@@ -56,8 +57,7 @@ from .scopes import (
     top_scope,
     user_scope,
 )
-from .tables import Endpoint
-from .transport import HostGate
+from .report import RunReport
 
 __all__ = [
     "ConfigError",

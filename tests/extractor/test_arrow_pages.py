@@ -14,11 +14,12 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from sources.repo_analytics.arrow_pages import decode_page, item_type, page_shape
+from sources.repo_analytics.arrow.mapping import ArrowItems, child_rows, raw_type, to_arrow
+from sources.repo_analytics.arrow.pages import decode_page, item_type, page_shape
+from sources.repo_analytics.client.paging import NextLink, StartLimit
+from sources.repo_analytics.client.rules import ErrorEnvelope
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.mapping import ArrowItems, child_rows, raw_type, to_arrow
-from sources.repo_analytics.paging import NextLink, StartLimit
-from sources.repo_analytics.tables import Endpoint, ErrorEnvelope
+from sources.repo_analytics.editions.spec import Endpoint
 from tests.extractor.test_to_arrow import (
     ABSENT,
     CONTEXT,

@@ -21,15 +21,15 @@ import pytest
 import requests
 
 from simulator import Simulator
-from sources.repo_analytics import csv_export
-from sources.repo_analytics.csv_export import (
+from sources.repo_analytics.reading import csv_exports as csv_export
+from sources.repo_analytics.reading.csv_exports import (
     csv_tables,
     normalise,
     python_tables,
     type_of,
     unique,
 )
-from sources.repo_analytics.origin import SOURCE
+from sources.repo_analytics.reading.origin import SOURCE
 
 CONTEXT = {
     "level": "repository",

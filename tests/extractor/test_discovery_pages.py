@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 
-from sources.repo_analytics.client import edition_client
-from sources.repo_analytics.context import ReadContext
+from sources.repo_analytics.client.transport import HostGate
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import EDITION_SPECS
-from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.readers import endpoint_pages
+from sources.repo_analytics.reading.context import ReadContext, edition_client
+from sources.repo_analytics.reading.plan import build_plan
+from sources.repo_analytics.reading.readers import endpoint_pages
+from sources.repo_analytics.reading.scopes import RangeDiscovery, discover
 from sources.repo_analytics.report import RunReport
-from sources.repo_analytics.scopes import RangeDiscovery, discover
 from sources.repo_analytics.settings import KEPT_PAGES_MOST
-from sources.repo_analytics.transport import HostGate
 from tests.extractor.helpers import run_with_log, snapshot
 from tests.extractor.server_load import truth as server_truth
 

@@ -1,7 +1,7 @@
 """A CSV export that repeats a row (a host's faulty export) lands each row once, on every
 destination: the run drops the repeat (an upsert whose rows repeat a key fails on Delta tables,
 and a merge into DuckDB inserts the staged rows as they are), holding the export's keys as
-16-byte digests in Arrow arrays (`sources/repo_analytics/export_keys.py`).
+16-byte digests in Arrow arrays (`sources/repo_analytics/arrow/export_keys.py`).
 
 A real simulator whose `repeat` fault sends an export's first row again after its last; the
 rows are read back from the destination and compared with the host's truth.

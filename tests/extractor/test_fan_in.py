@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sources.repo_analytics.fanin import fan_in
+from sources.repo_analytics.reading.fanin import fan_in
 
 TASKS, ITEMS = 4, 3
 

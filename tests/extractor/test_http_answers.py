@@ -23,9 +23,9 @@ from typing import Any
 import orjson
 import pytest
 
-from sources.repo_analytics.client import ApiClient
-from sources.repo_analytics.cloud import CLOUD
+from sources.repo_analytics.client.api import ApiClient
 from sources.repo_analytics.config import RetryConfiguration
+from sources.repo_analytics.editions.cloud import CLOUD
 from sources.repo_analytics.errors import FatalApiError, RetryBudgetExhausted
 from sources.repo_analytics.report import RunReport
 

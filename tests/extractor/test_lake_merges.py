@@ -17,13 +17,12 @@ import pytest
 
 from pipelines.lake_merges import Appending, fixed_column, ranged_merges, value_range
 from simulator import Simulator
-from sources.repo_analytics.client import edition_client
-from sources.repo_analytics.context import ReadContext
-from sources.repo_analytics.csv_export import export_hints
 from sources.repo_analytics.editions import EDITION_SPECS
-from sources.repo_analytics.plan import build_plan
+from sources.repo_analytics.editions.spec import FIXED_PER_KEY
+from sources.repo_analytics.reading.context import ReadContext, edition_client
+from sources.repo_analytics.reading.csv_exports import export_hints
+from sources.repo_analytics.reading.plan import build_plan
 from sources.repo_analytics.report import RunReport
-from sources.repo_analytics.tables import FIXED_PER_KEY
 from tests.extractor.conftest import Loader
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)

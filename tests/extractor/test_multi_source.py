@@ -27,7 +27,7 @@ from pipelines.backfill import run_backfill
 from pipelines.load import LoadResult
 from pipelines.reconcile import Reconciliation, reconcile, reconcile_pipeline
 from simulator import Simulator
-from sources.repo_analytics.origin import source_identity
+from sources.repo_analytics.reading.origin import source_identity
 from tests.extractor.cloud_load import truth as cloud
 from tests.extractor.conftest import DATASET, Loader
 from tests.extractor.helpers import DAY, GRAIN, as_utc, count, data_tables, period_floor, select

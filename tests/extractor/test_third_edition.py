@@ -31,10 +31,10 @@ import pytest
 from pipelines.cli_parser import build_parser
 from pipelines.load import make_pipeline, run_load
 from sources.repo_analytics import EDITION_SPECS, ConfigError
+from sources.repo_analytics.client.paging import NextLink, StartLimit
 from sources.repo_analytics.dates import utc_from_iso
 from sources.repo_analytics.editions import ENTRY_POINT_GROUP
-from sources.repo_analytics.paging import NextLink, StartLimit
-from sources.repo_analytics.tables import (
+from sources.repo_analytics.editions.spec import (
     EditionSpec,
     Endpoint,
     ErrorEnvelope,
@@ -330,7 +330,7 @@ def test_a_third_edition_loads_from_its_table_alone(tmp_path: Path, forge_host: 
 def test_a_third_edition_is_offered_and_checked_like_the_others() -> None:
     """The CLI's demo choices come from the registry; the edition's own credential message."""
     assert build_parser().parse_args(["demo", "--edition", "forge"]).edition == "forge"
-    from sources.repo_analytics.plan import build_plan
+    from sources.repo_analytics.reading.plan import build_plan
 
     with pytest.raises(ConfigError, match="the forge API key"):
         build_plan(FORGE, {"base_url": "https://forge.example"})

@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from sources.repo_analytics.arrow.mapping import child_rows, exploded, to_arrow
 from sources.repo_analytics.editions import edition_spec
-from sources.repo_analytics.mapping import child_rows, exploded, to_arrow
-from sources.repo_analytics.tables import REMOVED, ChildTable, Column, Endpoint
+from sources.repo_analytics.editions.spec import REMOVED, ChildTable, Column, Endpoint
 
 CONTEXT = {"level": "repository", "scope": "CORE/api", "project_key": "CORE", "slug": "api"}
 

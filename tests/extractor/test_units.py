@@ -15,8 +15,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sources.repo_analytics import context, export_keys
-from sources.repo_analytics.cloud import (
+from sources.repo_analytics.arrow import export_keys
+from sources.repo_analytics.arrow.export_keys import ExportKeys, KeyDigester
+from sources.repo_analytics.arrow.mapping import child_rows, series_to_arrow, to_arrow
+from sources.repo_analytics.client.transport import retry_after_seconds, sanitise
+from sources.repo_analytics.config import RetryConfiguration, retry_keys
+from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
+from sources.repo_analytics.editions.cloud import (
     CLOUD,
     COMMIT_COLUMNS,
     LINE_COLUMNS,
@@ -25,16 +30,12 @@ from sources.repo_analytics.cloud import (
     PULL_REQUEST_COLUMNS,
     USER_KEY,
 )
-from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
-from sources.repo_analytics.config import RetryConfiguration, retry_keys
-from sources.repo_analytics.context import key_texts, may_hold_nul, row_keys
-from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
+from sources.repo_analytics.editions.cloud import PAGING as CLOUD_PAGING
+from sources.repo_analytics.editions.selfhosted import PAGING as SERVER_PAGING
 from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
-from sources.repo_analytics.export_keys import ExportKeys, KeyDigester
-from sources.repo_analytics.mapping import child_rows, series_to_arrow, to_arrow
-from sources.repo_analytics.plan import build_plan
-from sources.repo_analytics.server import PAGING as SERVER_PAGING
-from sources.repo_analytics.transport import retry_after_seconds, sanitise
+from sources.repo_analytics.reading import context
+from sources.repo_analytics.reading.context import key_texts, may_hold_nul, row_keys
+from sources.repo_analytics.reading.plan import build_plan
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 VALID: dict[str, Any] = {

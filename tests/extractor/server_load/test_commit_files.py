@@ -14,7 +14,7 @@ import pytest
 
 from pipelines.load import LoadResult
 from simulator import SimConfig, Simulator
-from sources.repo_analytics.tables import FIXED_PER_KEY
+from sources.repo_analytics.editions.spec import FIXED_PER_KEY
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import FAST_RETRY, Loader
 from tests.extractor.helpers import run_with_log, select

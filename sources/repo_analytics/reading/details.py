@@ -16,10 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..arrow.mapping import arrow_type_of, to_arrow
+from ..editions.spec import DetailSpec, Endpoint
+from ..errors import SkippableApiError
 from .context import ReadContext, Scope, emit, nullability, table_hints
-from .errors import SkippableApiError
-from .mapping import arrow_type_of, to_arrow
-from .tables import DetailSpec, Endpoint
 
 FETCHED_STATE_KEY = "details_fetched"
 PENDING_STATE_KEY = "details_pending"

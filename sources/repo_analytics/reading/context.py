@@ -13,12 +13,13 @@ import dlt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .client import ApiClient
-from .export_keys import KeyDigester
+from ..arrow.export_keys import KeyDigester
+from ..client.api import ApiClient
+from ..client.transport import HostGate
+from ..editions.spec import FIXED_PER_KEY, REMOVED, Endpoint
+from ..report import RunReport
 from .origin import SOURCE
 from .plan import RunPlan
-from .report import RunReport
-from .tables import FIXED_PER_KEY, REMOVED, Endpoint
 
 # one object for every table's source column: Arrow caches a field's fingerprint
 SOURCE_FIELD: Final = pa.field(SOURCE, pa.string(), nullable=False)
@@ -311,3 +312,19 @@ def nullability(schema: pa.Schema) -> dict[str, Any]:
         if pa.types.is_timestamp(f.type) and f.type.tz is None:
             hints[f.name].update(data_type="timestamp", timezone=False)
     return hints
+
+
+def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = None) -> ApiClient:
+    """The client of a run: the plan's host and settings, its edition's auth and errors."""
+    spec = plan.edition
+    return ApiClient(
+        plan.api_base,
+        spec.auth_headers(plan.credentials),
+        spec.error_rules,
+        spec.error_message,
+        spec.error_envelope,
+        plan.client,
+        report,
+        gate,
+        plan.ca_bundle,
+    )

@@ -18,10 +18,10 @@ from typing import Any, Final
 
 from dlt.common import logger
 
+from ..errors import ConfigError
 from .cloud import CLOUD
-from .errors import ConfigError
-from .server import SERVER
-from .tables import EditionSpec
+from .selfhosted import SERVER
+from .spec import EditionSpec
 
 BUILT_IN: Final = (CLOUD, SERVER)
 ENTRY_POINT_GROUP: Final = "repo_analytics.editions"

@@ -1,4 +1,4 @@
-"""One paginator per paging scheme, and the one loop that drives them.
+"""One paginator per paging scheme (the loop that drives them: `reading.readers.pages`).
 
 A paging scheme (`NextLink`, `StartLimit`) is data an endpoint table names, with the
 edition's parameter and field names; it makes a fresh paginator for each read. A paginator
@@ -9,47 +9,14 @@ next page's URL or parameters. Each guards against a page token that repeats.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import pyarrow as pa
 
-from .errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
-from .mapping import ArrowItems
-
-if TYPE_CHECKING:
-    from .arrow_pages import PageShape
-    from .client import ApiClient
-
-
-class Paginator(Protocol):
-    def init_request(self, params: dict[str, Any]) -> None: ...
-    def update_state(self, body: Any) -> None: ...
-    def update_request(self, params: dict[str, Any]) -> str | None: ...
-    def items(self, body: Any) -> Sequence[Any]: ...
-    @property
-    def has_next(self) -> bool: ...
-
-
-class Paging(Protocol):
-    """A paging scheme with an edition's names: what an endpoint table names."""
-
-    @property
-    def page_size_param(self) -> str: ...
-    @property
-    def items_key(self) -> str: ...
-    @property
-    def head(self) -> tuple[tuple[str, pa.DataType], ...]:
-        """The page's top-level fields the paginator reads, with their types (`arrow_pages`)."""
-
-    @property
-    def required(self) -> tuple[str, ...]:
-        """Those of them whose absence the paginator reads otherwise than a null."""
-
-    def paginator(self, page_size: int, api_base: str) -> Paginator: ...
-    def __hash__(self) -> int: ...
+from ..errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
 
 
 @dataclass(frozen=True)
@@ -220,32 +187,6 @@ class StartLimitPaginator:
 
 
 def items_of(body: Any, key: str) -> Sequence[Any]:
-    """A page's items: those Arrow decoded as they are, else as a list."""
+    """A page's items: a sequence as it is (a JSON list, or the items Arrow decoded)."""
     found = body.get(key)
-    return found if isinstance(found, ArrowItems) else list(found or ())
-
-
-def pages(
-    client: ApiClient,
-    paginator: Paginator,
-    path: str,
-    params: Mapping[str, Any],
-    label: str,
-    shape: PageShape | None = None,
-) -> Iterator[Sequence[Any]]:
-    """Every page's items, in the host's order; the only paging loop of the extractor.
-    `shape`: how Arrow may read a page (`arrow_pages`)."""
-    query = dict(params)
-    paginator.init_request(query)
-    url = path
-    while True:
-        body = client.get_json(url, query, label, shape).body
-        paginator.update_state(body)
-        yield paginator.items(body)
-        if not paginator.has_next:
-            return
-        following = paginator.update_request(query)
-        if following is None:
-            return
-        if following:
-            url = following
+    return found if isinstance(found, Sequence) else list(found or ())

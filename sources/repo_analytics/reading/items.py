@@ -11,9 +11,9 @@ import dlt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..editions.spec import Endpoint
+from ..settings import ROWS_PER_ITEM
 from .readers import Batch, ReadContext, Scope, changed_periods, skipping, statistics_table
-from .settings import ROWS_PER_ITEM
-from .tables import Endpoint
 
 
 def with_refresh(

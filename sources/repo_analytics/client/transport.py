@@ -20,7 +20,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.models import DEFAULT_REDIRECT_LIMIT
 
-from .errors import CertificateError, DowngradeError, FatalApiError, SkippableApiError, bare_url
+from ..errors import CertificateError, DowngradeError, FatalApiError, SkippableApiError, bare_url
 
 # a connection could not be opened: refused, no such host name, no route to it
 UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH})

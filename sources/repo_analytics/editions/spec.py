@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
+from ..client.rules import ErrorEnvelope, ErrorRule
+
 if TYPE_CHECKING:
-    from .paging import Paging
+    from ..typing import Paging
 
 Context = Mapping[str, Any]
 LIST_OF_ANY: Final = pa.list_(pa.struct([]))  # a list whose entries are not read
 UTC_TS: Final = pa.timestamp("us", tz="UTC")  # every instant the editions and exports hold
-Outcome = Literal["fatal", "skip", "retry_then_skip"]
 Kind = Literal["list", "statistics", "directory", "csv"]
 
 
@@ -105,48 +106,6 @@ class ChildTable:
     @property
     def parent_columns(self) -> tuple[str, ...]:
         return (*self.parent_key, *self.carry)
-
-
-@dataclass(frozen=True)
-class ErrorRule:
-    """How to read one kind of error answer: which statuses and message, and what it means."""
-
-    kind: str
-    outcome: Outcome
-    advice: str  # may use {status}, {url}, {message}
-    statuses: tuple[int, ...] = ()
-    contains: str = ""  # case-insensitive substring of the error message
-    json_body: bool | None = None  # True: JSON error body only; False: non-JSON only
-
-    def matches(self, status: int, message: str, is_json: bool) -> bool:
-        if self.statuses and status not in self.statuses:
-            return False
-        if self.json_body is not None and self.json_body != is_json:
-            return False
-        return not self.contains or self.contains.lower() in message.lower()
-
-
-@dataclass(frozen=True)
-class ErrorEnvelope:
-    """How an edition's error body is recognised whatever the status, a 200 too: a JSON object
-    whose `key` equals `value` (cloud `{"type": "error", ...}`), or, without a value, holds a
-    non-empty list (self-hosted `{"errors": [...]}`)."""
-
-    key: str
-    value: str | None = None
-
-    @property
-    def arrow_type(self) -> pa.DataType:
-        """The type its key is read as from a page decoded by Arrow (`arrow_pages`)."""
-        return pa.string() if self.value is not None else LIST_OF_ANY
-
-    def matches(self, body: Any) -> bool:
-        if not isinstance(body, dict) or self.key not in body:
-            return False
-        found = body[self.key]
-        if self.value is not None:
-            return found == self.value
-        return isinstance(found, list) and bool(found)
 
 
 @dataclass(frozen=True)

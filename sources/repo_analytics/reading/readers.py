@@ -13,8 +13,14 @@ from typing import Any
 import pyarrow as pa
 from dlt.common import logger
 
-from .arrow_pages import page_shape, shape_of
-from .client import Answer
+from ..arrow.mapping import ArrowItems, child_rows, series_to_arrow, to_arrow
+from ..arrow.pages import page_decoder, page_shape, shape_of
+from ..client.api import Answer, ApiClient, Decoder
+from ..dates import period_floor, period_next, periods, wire
+from ..editions.spec import REMOVED, Column, Endpoint
+from ..errors import FatalApiError, SkippableApiError
+from ..settings import KEPT_PAGES_MOST
+from ..typing import Paginator
 from .context import (
     SCHEMA_CONTRACT,
     Batch,
@@ -30,13 +36,7 @@ from .context import (
     seen_at,
     table_hints,
 )
-from .dates import period_floor, period_next, periods, wire
 from .details import read_details
-from .errors import FatalApiError, SkippableApiError
-from .mapping import ArrowItems, child_rows, series_to_arrow, to_arrow
-from .paging import pages
-from .settings import KEPT_PAGES_MOST
-from .tables import REMOVED, Column, Endpoint
 
 __all__ = [  # the shared names are re-exported: readers are what the source imports
     "SCHEMA_CONTRACT",
@@ -242,7 +242,7 @@ def endpoint_pages(
         if only is None
         else shape_of(only, (), endpoint.paging, envelope)
     )
-    read = pages(ctx.client, paginator, path, params, label, shape)
+    read = pages(ctx.client, paginator, path, params, label, page_decoder(shape))
     if not keep:
         yield from read
         return
@@ -256,6 +256,32 @@ def endpoint_pages(
     if keeping is not None:
         with ctx.lock:
             ctx.kept_pages[request] = keeping
+
+
+def pages(
+    client: ApiClient,
+    paginator: Paginator,
+    path: str,
+    params: Mapping[str, Any],
+    label: str,
+    decode: Decoder | None = None,
+) -> Iterator[Sequence[Any]]:
+    """Every page's items, in the host's order; the only paging loop of the extractor.
+    `decode`: how the client may read a page (`arrow.pages.page_decoder`)."""
+    query = dict(params)
+    paginator.init_request(query)
+    url = path
+    while True:
+        body = client.get_json(url, query, label, decode).body
+        paginator.update_state(body)
+        yield paginator.items(body)
+        if not paginator.has_next:
+            return
+        following = paginator.update_request(query)
+        if following is None:
+            return
+        if following:
+            url = following
 
 
 def read_pages(

@@ -11,13 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..arrow.mapping import to_arrow
+from ..dates import windows as half_open_windows
+from ..dates import wire
+from ..editions.spec import Endpoint
+from ..settings import DISCOVERY_PART_SHORTEST
 from .context import ReadContext, Scope
-from .dates import windows as half_open_windows
-from .dates import wire
-from .mapping import to_arrow
 from .readers import directory_items, endpoint_pages, list_page_size
-from .settings import DISCOVERY_PART_SHORTEST
-from .tables import Endpoint
 
 
 def top_scope(ctx: ReadContext) -> Scope:

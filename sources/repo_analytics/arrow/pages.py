@@ -14,16 +14,18 @@ is decoded by `orjson` as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from ..client.rules import ErrorEnvelope
+from ..editions.spec import LIST_OF_ANY, ChildTable, Column, Endpoint
+from ..typing import Paging
 from .mapping import ArrowItems, raw_type, read_as, struct_of
-from .paging import Paging
-from .tables import LIST_OF_ANY, ChildTable, Column, Endpoint, ErrorEnvelope
 
 # Arrow's reader costs ~120 µs a call whatever the size (orjson: ~1 µs for a small body); at
 # 16 KB orjson takes about as long
@@ -66,7 +68,7 @@ def shape_of(
     if kind is None:
         return None
     head = dict(paging.head)
-    head.setdefault(envelope.key, envelope.arrow_type)
+    head.setdefault(envelope.key, envelope_type(envelope))
     head.pop(paging.items_key, None)
     return PageShape(paging.items_key, kind, tuple(head.items()), paging.required)
 
@@ -108,6 +110,24 @@ def add_path(tree: dict[str, Any], path: tuple[str, ...], kind: pa.DataType | No
         node[path[-1]] = kind
         return True
     return found == kind or (kind == LIST_OF_ANY and pa.types.is_list(found))
+
+
+def envelope_type(envelope: ErrorEnvelope) -> pa.DataType:
+    """The type the error envelope's key is read as: its text, or a list whose entries are
+    not read."""
+    return pa.string() if envelope.value is not None else LIST_OF_ANY
+
+
+def page_decoder(shape: PageShape | None) -> Callable[[bytes], dict[str, Any] | None] | None:
+    """What the client decodes a list page of `shape` with (`ApiClient.get_json`): Arrow for
+    an answer large enough to pay (`ARROW_PAGE_BYTES`), else None, and orjson decodes it."""
+    if shape is None:
+        return None
+    return partial(decode_large_page, shape=shape)
+
+
+def decode_large_page(content: bytes, shape: PageShape) -> dict[str, Any] | None:
+    return decode_page(content, shape) if len(content) >= ARROW_PAGE_BYTES else None
 
 
 def is_utf8(content: bytes) -> None:

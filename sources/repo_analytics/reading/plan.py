@@ -24,7 +24,7 @@ from dlt.common.configuration.resolve import inject_section
 from dlt.common.configuration.specs.config_section_context import ConfigSectionContext
 from dlt.common.configuration.utils import deserialize_value
 
-from .config import (
+from ..config import (
     SECTION,
     RepoAnalyticsConfiguration,
     RetryConfiguration,
@@ -34,17 +34,17 @@ from .config import (
     retry_table,
     user_fields,
 )
-from .dates import parse_user_instant
-from .editions import edition_spec
-from .errors import ConfigError
-from .origin import source_identity
-from .settings import (
+from ..dates import parse_user_instant
+from ..editions import edition_spec
+from ..editions.spec import EditionSpec, Endpoint
+from ..errors import ConfigError
+from ..settings import (
     DEFAULT_START_DAYS,
     NAIVE_DATE_SLACK_HOURS,
     RETRY_HIGHEST,
     STATISTICS_PERIODS,
 )
-from .tables import EditionSpec, Endpoint
+from .origin import source_identity
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,15 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from .dates import naive_local, utc_from_iso
-from .paging import NextLink
-from .tables import (
+from ..client.paging import NextLink
+from ..client.rules import ErrorEnvelope, ErrorRule
+from ..dates import naive_local, utc_from_iso
+from .spec import (
     UTC_TS,
     ChildTable,
     Column,
     EditionSpec,
     Endpoint,
-    ErrorEnvelope,
-    ErrorRule,
     ReconcileSpec,
     StatisticsCheck,
     ViewParts,

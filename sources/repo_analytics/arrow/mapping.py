@@ -19,8 +19,8 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .dates import naive_local, utc_from_epoch_ms, utc_from_iso
-from .tables import (
+from ..dates import naive_local, utc_from_epoch_ms, utc_from_iso
+from ..editions.spec import (
     LIST_OF_ANY,
     REMOVED,
     ChildTable,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 SOURCE: Final = "source"  # the column, first in every table's natural key
 SOURCE_STATE_KEY: Final = "source"  # the source state's record of the source it belongs to

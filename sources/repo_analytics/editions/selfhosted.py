@@ -9,17 +9,16 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from .dates import utc_from_epoch_ms, utc_from_iso
-from .paging import StartLimit
-from .tables import (
+from ..client.paging import StartLimit
+from ..client.rules import ErrorEnvelope, ErrorRule
+from ..dates import utc_from_epoch_ms, utc_from_iso
+from .spec import (
     UTC_TS,
     ChildTable,
     Column,
     DetailSpec,
     EditionSpec,
     Endpoint,
-    ErrorEnvelope,
-    ErrorRule,
     ReconcileSpec,
     StatisticsCheck,
     ViewParts,

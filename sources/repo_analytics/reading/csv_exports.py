@@ -21,6 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv as pa_csv
 
+from ..arrow.export_keys import ExportKeys
+from ..dates import utc_from_iso, windows
+from ..editions.spec import FIXED_PER_KEY, UTC_TS, Endpoint
 from .context import (
     ReadContext,
     Scope,
@@ -30,11 +33,8 @@ from .context import (
     nullability,
     table_hints,
 )
-from .dates import utc_from_iso, windows
-from .export_keys import ExportKeys
 from .origin import SOURCE
 from .readers import bounds, date_params
-from .tables import FIXED_PER_KEY, UTC_TS, Endpoint
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

@@ -14,7 +14,7 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -24,13 +24,11 @@ from dlt.common import logger
 from requests.utils import get_environ_proxies, requote_uri
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
-from .arrow_pages import ARROW_PAGE_BYTES, PageShape, decode_page
-from .config import RetryConfiguration
-from .errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
-from .plan import RunPlan
-from .report import RunReport
-from .settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
-from .tables import ErrorEnvelope, ErrorRule
+from ..config import RetryConfiguration
+from ..errors import FatalApiError, RetryBudgetExhausted, SkippableApiError
+from ..report import RunReport
+from ..settings import DEFAULT_CONCURRENCY, RETRYABLE_STATUSES
+from .rules import ErrorEnvelope, ErrorRule
 from .transport import (
     FAILURES,
     HostGate,
@@ -47,6 +45,8 @@ from .transport import (
     sanitise,
 )
 
+# reads a list page's bytes another way than orjson: the page, or None to leave it to orjson
+Decoder = Callable[[bytes], Any]
 JSON_TYPES = ("application/json", "text/json")
 CHUNK_BYTES = 64 * 1024
 # a streamed body past this goes to a temporary file: a dozen exports read at once held up to
@@ -136,11 +136,11 @@ class ApiClient:
         path: str,
         params: Mapping[str, Any] | None,
         label: str,
-        shape: PageShape | None = None,
+        decode: Decoder | None = None,
     ) -> Answer:
-        """One JSON answer; retried on transient failures, classified otherwise. `shape`: a
-        list page's, which Arrow may decode (`arrow_pages.decode_page`)."""
-        return self._retrying(lambda: self._get_json_once(path, params, label, shape), label)
+        """One JSON answer; retried on transient failures, classified otherwise. `decode`:
+        reads a list page's bytes (Arrow: `arrow.pages.page_decoder`), or None for orjson's."""
+        return self._retrying(lambda: self._get_json_once(path, params, label, decode), label)
 
     def get_body(
         self, path: str, params: Mapping[str, Any] | None, label: str, accept: str = "text/csv"
@@ -260,23 +260,23 @@ class ApiClient:
         return response
 
     def _get_json_once(
-        self, path: str, params: Mapping[str, Any] | None, label: str, shape: PageShape | None
+        self, path: str, params: Mapping[str, Any] | None, label: str, decode: Decoder | None
     ) -> Answer:
         with self._send(path, params, label, "application/json") as response:
             kind = content_kind(response)
             if kind not in JSON_TYPES:
                 raise self._not_expected(response, kind, "JSON")
-            return Answer(self._json_body(response, shape), response.url)
+            return Answer(self._json_body(response, decode), response.url)
 
-    def _json_body(self, response: requests.Response, shape: PageShape | None = None) -> Any:
+    def _json_body(self, response: requests.Response, decode: Decoder | None = None) -> Any:
         """The decoded body; the edition's error body, whatever the status, raised as an error."""
         try:
             content = whole_body(response)
         except FAILURES as error:
             raise request_failure(error, response.url) from None
         body = None
-        if shape is not None and len(content) >= ARROW_PAGE_BYTES:
-            body = decode_page(content, shape)
+        if decode is not None:
+            body = decode(content)
         by_arrow = body is not None
         if body is None:
             try:
@@ -397,19 +397,3 @@ def whole_body(response: requests.Response) -> bytes:
     """The body of a streamed answer, read to its end at once (`Response.content` reads it in
     10 KB chunks: a list page of 100-500 KB in tens of reads)."""
     return b"".join(response.iter_content(chunk_size=None))
-
-
-def edition_client(plan: RunPlan, report: RunReport, gate: HostGate | None = None) -> ApiClient:
-    """The client of a run: the plan's host and settings, its edition's auth and errors."""
-    spec = plan.edition
-    return ApiClient(
-        plan.api_base,
-        spec.auth_headers(plan.credentials),
-        spec.error_rules,
-        spec.error_message,
-        spec.error_envelope,
-        plan.client,
-        report,
-        gate,
-        plan.ca_bundle,
-    )
