@@ -26,36 +26,18 @@ from .errors import (
     RetryBudgetExhausted,
     SkippableApiError,
 )
-from .reading.context import edition_client
-from .reading.csv_exports import read_csv
+from .reading.context import ReadContext, Scope, edition_client
 from .reading.details import PENDING_STATE_KEY, read_pending
 from .reading.fanin import fan_in
-from .reading.items import source_items, stored_cursor, tracking, with_refresh
+from .reading.items import read_scope, source_items, stored_cursor
 from .reading.origin import SOURCE_STATE_KEY, check_state_source
 from .reading.plan import RunPlan, build_plan, resolve_settings
-from .reading.readers import (
-    Batch,
-    ReadContext,
-    Scope,
-    read_directory,
-    read_list,
-    read_statistics,
-    skipping,
-)
+from .reading.planned import planned_reads
 from .reading.scopes import (
     CURSOR_COLUMN_STATE_KEY,
     CURSOR_STATE_KEY,
     SCOPES_STATE_KEY,
-    Discovered,
     RangeDiscovery,
-    directory_users,
-    endpoint_for,
-    known_scopes,
-    nightly_discovery,
-    project_scope,
-    repository_scope,
-    top_scope,
-    user_scope,
 )
 from .report import RunReport
 
@@ -74,7 +56,6 @@ __all__ = [
 ]
 
 WINDOW_MARKER = "backfill_windows"
-READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
 
 @dlt.source(name="repo_analytics", max_table_nesting=0, spec=ResolvedInTheSource)
@@ -334,86 +315,6 @@ def pending_details_resource(
     )()
 
 
-def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Optional[Endpoint]:
-    """The statistics endpoint a nightly read of `listing` refreshes, when both are read."""
-    plan = ctx.plan
-    if plan.backfill or listing.refreshes is None or listing.refreshes[0] not in plan.resources:
-        return None
-    return endpoint_for(ctx, listing.refreshes[0], listing.level)
-
-
-def planned_reads(
-    ctx: ReadContext, range_discovery: Optional[RangeDiscovery] = None
-) -> Iterator[tuple[Endpoint, list[Scope]]]:
-    """Each endpoint of this run with its scopes, discovered once and shared."""
-    plan = ctx.plan
-    wanted = plan.endpoints
-    levels = {e.level for e in wanted}
-    scopes: dict[str, list[Scope]] = {plan.edition.top_level: [top_scope(ctx)]}
-    if levels & {"project", "repository", "user"}:
-        repositories, users = scopes_to_read(ctx, "user" in levels, range_discovery)
-        scopes["repository"] = [repository_scope(ctx, names) for names in sorted(repositories)]
-        projects = (
-            plan.projects
-            if plan.projects is not None
-            else sorted({names[0] for names in repositories if len(names) > 1})
-        )
-        scopes["project"] = [project_scope(ctx, key) for key in projects]
-        if "user" in levels:
-            scopes["user"] = [user_scope(ctx, user) for user in users]
-    for endpoint in wanted:
-        yield endpoint, scopes.get(endpoint.level, [])
-
-
-def scopes_to_read(
-    ctx: ReadContext, need_users: bool, range_discovery: Optional[RangeDiscovery] = None
-) -> tuple[set[tuple[str, ...]], list[str]]:
-    """Repositories and users: configured, or read before plus active since the newest cursor
-    (a backfill window: repositories active in the window, users active in the backfill's
-    whole range, `range_discovery`).
-
-    The source function's own state writes are discarded by dlt, so the scopes read before
-    are those with a stored resource state. Discovery re-reads only the look-back behind the
-    newest cursor (the last run's end): an old cursor (a dormant user, a scope with no items)
-    must not make every nightly run re-read the top-level lists from the start.
-    """
-    plan = ctx.plan
-    configured_repos = plan.repositories is not None
-    directory = directory_users(ctx) if need_users and plan.users is None else None
-    discover_users = need_users and plan.users is None and directory is None
-    discovered = Discovered()
-    # A backfill window reads the scopes active in it (or configured), and the users of the
-    # whole backfill: what a window reads must not depend on which earlier windows its
-    # pipeline happened to load.
-    resource_states = {} if plan.backfill else dlt.current.source_state().get("resources", {})
-    if range_discovery is not None and range_discovery.spans(plan.start, plan.until):
-        # a window as long as the backfill (its CSV exports): the range's discovery is its own
-        discovered = range_discovery.discovered(ctx)
-    elif (
-        range_discovery is not None
-        and not configured_repos
-        and range_discovery.has_window(plan.start, plan.until)
-    ):  # a backfill window: its slice of the range, read once for all the windows
-        discovered = range_discovery.window(ctx, plan.start, plan.until, plan.resources)
-    elif not configured_repos or (discover_users and range_discovery is None):
-        discovered = nightly_discovery(ctx, resource_states)
-    if configured_repos:
-        repositories = {tuple(name.split("/")) for name in plan.repositories or ()}
-    else:
-        repositories = known_scopes(resource_states, "repository") | discovered.repositories
-    if plan.users is not None:
-        users = list(plan.users)
-    elif directory is not None:
-        users = directory
-    else:
-        known = {key[0] for key in known_scopes(resource_states, "user")}
-        ranged = (
-            range_discovery.discovered(ctx).users if discover_users and range_discovery else set()
-        )
-        users = sorted(known | discovered.users | ranged)
-    return repositories, users
-
-
 def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Scope]) -> DltResource:
     """One dlt resource reading `endpoint` for all of its scopes, `concurrency` at once.
 
@@ -438,23 +339,3 @@ def endpoint_resource(ctx: ReadContext, endpoint: Endpoint, scopes: Sequence[Sco
     return dlt.resource(
         read_scopes, name=endpoint.name, table_name=endpoint.table, section="repo_analytics"
     )()
-
-
-def read_scope(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[Batch]:
-    """Every batch of `endpoint` for one scope, from its cursor less the look-back (a
-    backfill window: exactly the window). Once the scope is read completely, its cursor
-    becomes the newest cursor value read (as dlt's incremental cursors did)."""
-    plan = ctx.plan
-    if endpoint.kind == "directory":
-        yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
-        return
-    stored = None if plan.backfill else scope.state.get(CURSOR_STATE_KEY)
-    batches = READERS[endpoint.kind](ctx, endpoint, scope, stored)
-    statistics = refreshed_statistics(ctx, endpoint)
-    if statistics is not None:
-        batches = with_refresh(ctx, endpoint, statistics, scope, batches)
-    newest: list[datetime] = []
-    complete = yield from skipping(ctx, endpoint, scope, tracking(endpoint, batches, newest))
-    # A backfill window never touches the nightly cursors (its pipeline is its own anyway).
-    if complete and newest and not plan.backfill:
-        scope.state[CURSOR_STATE_KEY] = max(newest + stored_cursor(stored))

@@ -20,10 +20,10 @@ from dlt.common import logger
 
 from ..errors import ConfigError
 from .cloud import CLOUD
-from .selfhosted import SERVER
+from .selfhosted import SELFHOSTED
 from .spec import EditionSpec
 
-BUILT_IN: Final = (CLOUD, SERVER)
+BUILT_IN: Final = (CLOUD, SELFHOSTED)
 ENTRY_POINT_GROUP: Final = "repo_analytics.editions"
 
 

@@ -480,7 +480,7 @@ def auth_headers(credentials: Mapping[str, Any]) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
 
 
-SERVER: Final = EditionSpec(
+SELFHOSTED: Final = EditionSpec(
     name="server",
     default_prefix="/rest/analytics-api/latest",
     since_param="sinceDate",

@@ -1,5 +1,6 @@
-"""What the resources hand to dlt: the readers' batches gathered per table, and what a
-scope's read leaves behind (its newest cursor value, the statistics periods to refresh)."""
+"""What the resources hand to dlt: one scope's read of an endpoint (`read_scope`), the
+readers' batches gathered per table, and what a scope's read leaves behind (its newest cursor
+value, the statistics periods to refresh)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,21 @@ import pyarrow.compute as pc
 
 from ..editions.spec import Endpoint
 from ..settings import ROWS_PER_ITEM
-from .readers import Batch, ReadContext, Scope, changed_periods, skipping, statistics_table
+from .csv_exports import read_csv
+from .readers import (
+    Batch,
+    ReadContext,
+    Scope,
+    changed_periods,
+    read_directory,
+    read_list,
+    read_statistics,
+    skipping,
+    statistics_table,
+)
+from .scopes import CURSOR_STATE_KEY, endpoint_for
+
+READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
 
 def with_refresh(
@@ -95,3 +110,31 @@ def source_items(batches: Iterator[Batch], rows_per_item: int = ROWS_PER_ITEM) -
             yield from handed(name)
     for name in list(gathered):
         yield from handed(name)
+
+
+def refreshed_statistics(ctx: ReadContext, listing: Endpoint) -> Endpoint | None:
+    """The statistics endpoint a nightly read of `listing` refreshes, when both are read."""
+    plan = ctx.plan
+    if plan.backfill or listing.refreshes is None or listing.refreshes[0] not in plan.resources:
+        return None
+    return endpoint_for(ctx, listing.refreshes[0], listing.level)
+
+
+def read_scope(ctx: ReadContext, endpoint: Endpoint, scope: Scope) -> Iterator[Batch]:
+    """Every batch of `endpoint` for one scope, from its cursor less the look-back (a
+    backfill window: exactly the window). Once the scope is read completely, its cursor
+    becomes the newest cursor value read (as dlt's incremental cursors did)."""
+    plan = ctx.plan
+    if endpoint.kind == "directory":
+        yield from skipping(ctx, endpoint, scope, read_directory(ctx, endpoint, scope))
+        return
+    stored = None if plan.backfill else scope.state.get(CURSOR_STATE_KEY)
+    batches = READERS[endpoint.kind](ctx, endpoint, scope, stored)
+    statistics = refreshed_statistics(ctx, endpoint)
+    if statistics is not None:
+        batches = with_refresh(ctx, endpoint, statistics, scope, batches)
+    newest: list[datetime] = []
+    complete = yield from skipping(ctx, endpoint, scope, tracking(endpoint, batches, newest))
+    # A backfill window never touches the nightly cursors (its pipeline is its own anyway).
+    if complete and newest and not plan.backfill:
+        scope.state[CURSOR_STATE_KEY] = max(newest + stored_cursor(stored))
