@@ -12,7 +12,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .config import SimConfig
 from .faults import Fault, FaultPlan
@@ -20,9 +20,6 @@ from .http import Request, Response, html_response
 from .params import ApiError
 from .queries import Store
 from .world import World
-
-if TYPE_CHECKING:
-    from .edition import EditionBase
 
 LOG_ENTRIES = 200_000
 
@@ -50,6 +47,24 @@ def route(name: str, path: str, handler: Callable[..., Response], paged: bool = 
     """`path` below the API prefix, with {name} placeholders for one path segment each."""
     regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path)
     return Route(name, re.compile(f"^{regex}$"), handler, paged)
+
+
+class Edition(Protocol):
+    """What the request pipeline needs of an edition (`edition.EditionBase` and its two
+    editions): its data, its routes, and how it authenticates and answers errors."""
+
+    store: Store
+    routes: list[Route]
+    states: tuple[str, ...]  # the pull-request states its activity moves between
+
+    def build_routes(self) -> list[Route]: ...
+    def authenticate(self, request: Request) -> Any: ...
+    def error(self, error: ApiError) -> Response: ...
+    def license_error(self) -> Response: ...
+    def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def insert_for(
+        self, request: Request, route: Route, path_params: dict[str, str], principal: Any
+    ) -> None: ...
 
 
 class RequestLog:
@@ -115,7 +130,7 @@ class HostApp:
     """One simulated host: config, world, edition, faults, request log."""
 
     def __init__(
-        self, config: SimConfig, world: World, edition_factory: Callable[[HostApp], EditionBase]
+        self, config: SimConfig, world: World, edition_factory: Callable[[HostApp], Edition]
     ) -> None:
         self.config = config
         self.conditions = config.conditions
