@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 # What the pages are generated from: the one place that names the modules (after a move of
 # either module, change the line that imports it).
-from pipelines.cli_parser import build_parser  # noqa: E402
+from pipelines.cli.parser import build_parser  # noqa: E402
 from sources.repo_analytics.config import SECTION, RepoAnalyticsConfiguration  # noqa: E402
 
 DOCS = ROOT / "docs"

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("simulator.server", "simulator.app", "trustme")
 PROBE = f"""
 import sys
-from pipelines.cli_parser import build_parser
+from pipelines.cli.parser import build_parser
 argv = ["sim", "--edition", "server"]
 assert build_parser(argv).parse_args(argv).edition == "server"
 print(sorted(name for name in {HEAVY!r} if name in sys.modules))
@@ -31,7 +31,7 @@ def test_building_the_command_line_imports_no_simulator_server() -> None:
 
 LOAD_PROBE = """
 import sys
-from pipelines.cli_parser import build_parser
+from pipelines.cli.parser import build_parser
 argv = ["--duckdb", "sim.duckdb", "load", "--levels", "repository"]
 assert build_parser(argv).parse_args(argv).levels == "repository"
 print(sorted(name for name in sys.modules if name.split(".")[0] == "simulator"))

@@ -1,5 +1,5 @@
 """The CLI caps glibc's malloc arenas and takes Arrow's buffers from the system allocator
-(`pipelines/malloc.py`); the environment's own `MALLOC_ARENA_MAX` and
+(`pipelines/runs/malloc.py`); the environment's own `MALLOC_ARENA_MAX` and
 `ARROW_DEFAULT_MEMORY_POOL` win."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.malloc import ARROW_POOL_VARIABLE, limit_malloc_arenas, system_arrow_pool
+from pipelines.runs.malloc import ARROW_POOL_VARIABLE, limit_malloc_arenas, system_arrow_pool
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
@@ -58,7 +58,7 @@ def environment_without_pool() -> dict[str, str]:
 def test_a_run_takes_arrow_buffers_from_the_system_allocator(tmp_path: Path) -> None:
     # a real command of the CLI, stopped by a bad value once the run's set-up is done
     run = (
-        "from pipelines.cli import main\n"
+        "from pipelines.cli.main import main\n"
         "main(['--pipelines-dir', 'p', 'load', '--edition', 'cloud',"
         " '--duckdb-memory-limit', 'lots'])"
     )
@@ -71,7 +71,7 @@ def test_a_run_takes_arrow_buffers_from_the_system_allocator(tmp_path: Path) -> 
 def test_the_environment_names_the_arrow_pool(tmp_path: Path) -> None:
     own = arrow_pool_after("", tmp_path, environment_without_pool())  # pyarrow's default
     env = {**environment_without_pool(), ARROW_POOL_VARIABLE: own}
-    code = "from pipelines.malloc import system_arrow_pool\nassert not system_arrow_pool()"
+    code = "from pipelines.runs.malloc import system_arrow_pool\nassert not system_arrow_pool()"
     assert arrow_pool_after(code, tmp_path, env) == own
 
 

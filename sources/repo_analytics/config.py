@@ -217,7 +217,7 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
     password: TSecretStrValue | None = setting(
         None, "secret: self-hosted: the password, with `username`", "text"
     )
-    # the DuckDB file while other processes read it (pipelines/duckdb_file.py)
+    # the DuckDB file while other processes read it (pipelines/destinations/duckdb/file.py)
     duckdb_lock_wait_seconds: float = setting(
         120.0,
         "how long each opening of the DuckDB file waits while another process holds it; "

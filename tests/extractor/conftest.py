@@ -18,9 +18,9 @@ import duckdb
 import psycopg2
 import pytest
 
-from pipelines.duckdb_memory import duckdb_destination, memory_limit
-from pipelines.load import LoadResult, make_pipeline, run_load
-from pipelines.views_sql import in_dialect
+from pipelines.destinations.duckdb.memory import duckdb_destination, memory_limit
+from pipelines.destinations.views_sql import in_dialect
+from pipelines.runs.load import LoadResult, make_pipeline, run_load
 from simulator import Simulator
 from tests.conftest import FIXED_NOW
 

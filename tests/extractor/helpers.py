@@ -11,7 +11,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.load import LoadResult
+from pipelines.runs.load import LoadResult
 from simulator import Simulator
 from tests.extractor.conftest import Loader
 

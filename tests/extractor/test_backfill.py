@@ -29,9 +29,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.backfill import BackfillResult, run_backfill
-from pipelines.progress import Progress
-from pipelines.reconcile import Reconciliation, reconcile
+from pipelines.reconcile.check import Reconciliation, reconcile
+from pipelines.runs.backfill import BackfillResult, run_backfill
+from pipelines.runs.progress import Progress
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.cloud_load.truth import PR_COLUMNS as CLOUD_PR_COLUMNS

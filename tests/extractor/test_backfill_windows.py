@@ -18,8 +18,8 @@ import duckdb
 import pytest
 from dlt.load import Load
 
-from pipelines.backfill import run_backfill
-from pipelines.progress import Progress
+from pipelines.runs.backfill import run_backfill
+from pipelines.runs.progress import Progress
 from simulator import SimConfig, Simulator
 from sources.repo_analytics import FatalApiError
 from sources.repo_analytics.errors import DuckDBFileHeld

@@ -12,13 +12,13 @@ import dlt
 import duckdb
 import pytest
 
-from pipelines.background_load import (
+from pipelines.destinations.delta.children import lake_tables
+from pipelines.runs.background_load import (
     BackgroundLoad,
     fewer_threads,
     open_between_jobs,
     threads_beside_reads,
 )
-from pipelines.lake import lake_tables
 from sources.repo_analytics.errors import DuckDBFileHeld
 from tests.extractor.test_duckdb_lock import Holders
 

@@ -6,7 +6,7 @@ the variable and in `.dlt/secrets.toml`; they have no flag), with a value whose 
 against a simulator over real HTTP: in the requests it received, how many requests were open
 at once, or, where nothing reaches the host, in what the run reports.
 
-The command runs in this process (`pipelines.cli.main`; the environment set per test), but for
+The command runs in this process (`pipelines.cli.main.main`; the environment set per test), but for
 `.dlt/secrets.toml`, which dlt reads from the working folder: that one runs as a subprocess.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.cli import main
-from pipelines.cli_parser import build_parser
+from pipelines.cli.main import main
+from pipelines.cli.parser import build_parser
 from simulator import Simulator
 from sources.repo_analytics.config import SECRET_KEYS, env_name, setting_keys
 from tests.conftest import FIXED_NOW

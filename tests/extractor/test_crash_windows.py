@@ -22,7 +22,7 @@ import duckdb
 import pytest
 from dlt.common.storages.load_package import PackageStorage
 
-from pipelines.backfill import run_backfill
+from pipelines.runs.backfill import run_backfill
 from simulator import Simulator
 from tests.extractor.conftest import DATASET, DESTINATIONS, Loader
 from tests.extractor.test_backfill import (
@@ -70,9 +70,9 @@ from pathlib import Path
 import dlt
 from dlt.destinations.job_client_impl import SqlLoadJob
 
-import pipelines.load
-from pipelines.backfill import signature, window_key
-from pipelines.load import make_pipeline, run_load
+import pipelines.runs.load
+from pipelines.runs.backfill import signature, window_key
+from pipelines.runs.load import make_pipeline, run_load
 
 args = json.loads(sys.argv[1])
 main = make_pipeline(destination=dlt.destinations.duckdb(args["db"]),
@@ -83,8 +83,8 @@ clock = datetime.fromisoformat(args["clock"])
 
 
 def window(start, end, restore):
-    loading = pipelines.load.load_now
-    pipelines.load.load_now = lambda *a, **k: None  # the package stays normalized, not loaded
+    loading = pipelines.runs.load.load_now
+    pipelines.runs.load.load_now = lambda *a, **k: None  # the package stays normalized, not loaded
     try:  # as the backfill runs its windows: state restored before the first only
         run_load(main, start_date=start, end_date=end, now=clock, views=False, restore=restore,
                  backfill_window={"key": window_key(datetime.fromisoformat(start),
@@ -92,7 +92,7 @@ def window(start, end, restore):
                                   "signature": signature(source)}, **source)
     except AttributeError:  # the skipped load returned nothing
         pass
-    pipelines.load.load_now = loading
+    pipelines.runs.load.load_now = loading
 
 
 def killed_at_first_merge(self):
@@ -157,8 +157,8 @@ from dlt.common.storages.load_storage import LoadStorage
 from dlt.destinations.impl.filesystem.filesystem import FilesystemClient
 from dlt.destinations.job_client_impl import SqlJobClientBase
 
-from pipelines.backfill import signature, window_key
-from pipelines.load import make_pipeline, run_load
+from pipelines.runs.backfill import signature, window_key
+from pipelines.runs.load import make_pipeline, run_load
 
 args = json.loads(sys.argv[1])
 lake = args["destination"] == "parquet"

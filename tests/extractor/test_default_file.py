@@ -23,8 +23,8 @@ import deltalake
 import duckdb
 import pytest
 
-from pipelines.duckdb_memory import duckdb_destination
-from pipelines.load import make_pipeline
+from pipelines.destinations.duckdb.memory import duckdb_destination
+from pipelines.runs.load import make_pipeline
 from simulator import SimConfig, Simulator
 from sources.repo_analytics import ConfigError
 from tests.conftest import FIXED_NOW

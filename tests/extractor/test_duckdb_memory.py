@@ -22,20 +22,20 @@ from dlt.destinations.impl.filesystem.configuration import (
     FilesystemDestinationClientConfiguration,
 )
 
-from pipelines.background_load import load_now
-from pipelines.duckdb_memory import (
+from pipelines.destinations.duckdb.memory import (
     LOAD_SETTINGS,
     configured_memory_limit,
     duckdb_destination,
     memory_limit,
 )
-from pipelines.warehouse import (
+from pipelines.destinations.warehouse import (
     DLT_LOAD_WORKERS,
     DUCKDB_LOAD_WORKERS,
     LOCAL_DELTA_LOAD_WORKERS,
     load_workers,
     locked_load,
 )
+from pipelines.runs.background_load import load_now
 from sources.repo_analytics.config import default_of
 from sources.repo_analytics.errors import ConfigError
 
@@ -261,7 +261,7 @@ def test_dlts_credentials_settings_reach_the_connections(
 PRINTED = """
 import sys
 import dlt
-from pipelines.duckdb_memory import duckdb_destination
+from pipelines.destinations.duckdb.memory import duckdb_destination
 destination = duckdb_destination(sys.argv[1] + "/printed.duckdb", "80MB", "printed")
 pipeline = dlt.pipeline("printed", destination=destination, dataset_name="probe",
                         pipelines_dir=sys.argv[1] + "/pipelines")

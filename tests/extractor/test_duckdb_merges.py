@@ -1,4 +1,4 @@
-"""DuckDB merges read the load's Parquet files themselves (`pipelines/duckdb_merges.py`): the
+"""DuckDB merges read the load's Parquet files themselves (`pipelines/destinations/duckdb/merges.py`): the
 rows dlt's merge through its staging table gives, with nothing written to the staging table.
 Real dlt pipelines into DuckDB files, Arrow tables loaded as Parquet."""
 
@@ -11,7 +11,7 @@ import dlt
 import duckdb
 import pyarrow as pa
 
-from pipelines.duckdb_merges import merges_from_files
+from pipelines.destinations.duckdb.merges import merges_from_files
 from pipelines.merge_sql import delete_by_merge_key
 from tests.extractor.helpers import bare_duckdb_pipeline
 

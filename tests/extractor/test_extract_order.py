@@ -20,7 +20,7 @@ import pytest
 from dlt.common.configuration.resolve import resolve_configuration
 from dlt.extract.pipe_iterator import PipeIterator
 
-from pipelines.load import EXTRACT_POLL_SECONDS
+from pipelines.runs.load import EXTRACT_POLL_SECONDS
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader

@@ -1,12 +1,12 @@
 """A load killed right after a merge's commit or a file's copy into staging, before dlt
 recorded the job's end.
 
-Into DuckDB a merge reads the package's Parquet files itself (`pipelines/duckdb_merges.py`):
+Into DuckDB a merge reads the package's Parquet files itself (`pipelines/destinations/duckdb/merges.py`):
 killed between the merge's commit and dlt's record of it, the rerun runs the merge again,
 which deletes what the first inserted. Where dlt copies a file into the staging table first
 (a path a SQL job cannot carry, other destinations), the source's declaration that staged
 rows are de-duplicated (dlt's `deduplicated`: the merges insert them as they are) would let a
-copy run twice land its rows twice (`pipelines/interrupted.py`). `repo-analytics load` runs
+copy run twice land its rows twice (`pipelines/runs/interrupted.py`). `repo-analytics load` runs
 here in a process whose dlt job kills the process (SIGKILL) just after one table's merge or
 copy commits; the rerun must land the package with each natural key once and the tables of a
 clean run (a tiny cloud host: real HTTP, a real DuckDB file).
@@ -46,7 +46,7 @@ def run(self):
     if self.load_table_name == table:
         os.kill(os.getpid(), signal.SIGKILL)
 job.run = run
-from pipelines.cli import console
+from pipelines.cli.main import console
 sys.argv = ["repo-analytics", *sys.argv[2:]]
 console()
 """

@@ -1,7 +1,7 @@
 """A large write of a Delta table with its recent head in a file of its own: a first write
-(`pipelines/lake_first_writes.py`) and rows appended beyond the stored range
-(`pipelines/lake_merges.py`), by dlt's loads into real Delta tables; where a head begins
-(`pipelines/lake_heads.py`)."""
+(`pipelines/destinations/delta/first_writes.py`) and rows appended beyond the stored range
+(`pipelines/destinations/delta/merges.py`), by dlt's loads into real Delta tables; where a head begins
+(`pipelines/destinations/delta/heads.py`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from pipelines.lake_first_writes import head_apart, head_start
-from pipelines.lake_heads import HEAD_SPAN, MIN_ROWS, head_begins, head_bound
-from pipelines.lake_merges import ranged_merges
+from pipelines.destinations.delta.first_writes import head_apart, head_start
+from pipelines.destinations.delta.heads import HEAD_SPAN, MIN_ROWS, head_begins, head_bound
+from pipelines.destinations.delta.merges import ranged_merges
 from tests.extractor import test_lake_merges
 from tests.extractor.test_lake_merges import loader, operations
 

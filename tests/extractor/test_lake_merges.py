@@ -1,5 +1,5 @@
 """Delta merges that read only the target's range of a fixed column
-(`pipelines/lake_merges.py`): dlt's loads into real Delta tables, with and without the hint."""
+(`pipelines/destinations/delta/merges.py`): dlt's loads into real Delta tables, with and without the hint."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import dlt.common.libs.deltalake as dlt_delta
 import pyarrow as pa
 import pytest
 
-from pipelines.lake_merges import Appending, fixed_column, ranged_merges, value_range
+from pipelines.destinations.delta.merges import Appending, fixed_column, ranged_merges, value_range
 from simulator import Simulator
 from sources.repo_analytics.editions import EDITION_SPECS
 from sources.repo_analytics.editions.spec import FIXED_PER_KEY

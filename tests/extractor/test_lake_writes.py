@@ -1,4 +1,4 @@
-"""Delta tables written with bounded row groups (`pipelines/lake_writes.py`): dlt's first
+"""Delta tables written with bounded row groups (`pipelines/destinations/delta/writes.py`): dlt's first
 write and its merge into real Delta tables, then deltalake's merge with properties of the
 caller's own."""
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.lake_writes import COMPRESSION, ROW_GROUP_ROWS, small_row_groups
+from pipelines.destinations.delta.writes import COMPRESSION, ROW_GROUP_ROWS, small_row_groups
 
 ROWS = ROW_GROUP_ROWS * 2 + 1000  # three row groups
 

@@ -1,5 +1,5 @@
 """dlt's load loop is woken for jobs that are finished when they start (`wake_on_finished_jobs`
-in pipelines/load.py): a Delta load's first jobs are all such, and no pool thread signals them."""
+in pipelines/runs/load.py): a Delta load's first jobs are all such, and no pool thread signals them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dlt.common.destination.client import RunnableLoadJob
 from dlt.destinations.job_impl import FinalizedLoadJob
 from dlt.load.load import Load
 
-from pipelines.load import wake_on_finished_jobs
+from pipelines.runs.load import wake_on_finished_jobs
 from simulator import Simulator
 from tests.extractor.test_parquet import delta_rows, load
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from simulator import Simulator
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.cli.main"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -23,9 +23,9 @@ import deltalake
 import duckdb
 import pytest
 
-from pipelines.backfill import run_backfill
-from pipelines.load import LoadResult
-from pipelines.reconcile import Reconciliation, reconcile, reconcile_pipeline
+from pipelines.reconcile.check import Reconciliation, reconcile, reconcile_pipeline
+from pipelines.runs.backfill import run_backfill
+from pipelines.runs.load import LoadResult
 from simulator import Simulator
 from sources.repo_analytics.reading.origin import source_identity
 from tests.extractor.cloud_load import truth as cloud

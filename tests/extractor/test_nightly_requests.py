@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.backfill import run_backfill
-from pipelines.load import run_load
-from pipelines.reconcile import reconcile_pipeline
-from pipelines.reconcile_model import read_windows
+from pipelines.reconcile.check import reconcile_pipeline
+from pipelines.reconcile.model import read_windows
+from pipelines.runs.backfill import run_backfill
+from pipelines.runs.load import run_load
 from simulator import Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader

@@ -10,7 +10,7 @@ from typing import Any
 import deltalake
 import dlt
 
-from pipelines.load import make_pipeline, run_load
+from pipelines.runs.load import make_pipeline, run_load
 from simulator import Simulator
 from tests.extractor.conftest import FAST_RETRY
 

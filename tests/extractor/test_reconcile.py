@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.reconcile import reconcile_pipeline
+from pipelines.reconcile.check import reconcile_pipeline
 from simulator import Simulator
 from tests.extractor.conftest import DESTINATIONS, Loader
 from tests.extractor.test_backfill import cli_env, dated, log_since, query, run_cli

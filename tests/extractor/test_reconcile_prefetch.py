@@ -1,5 +1,5 @@
 """A backfill's reconciliation statistics, asked while its last window loads
-(`pipelines/reconcile_prefetch.py`), are the very questions the reconciliation asks without
+(`pipelines/reconcile/prefetch.py`), are the very questions the reconciliation asks without
 them: the same requests, each once, the same verdict.
 
 Real simulators over HTTP, a real DuckDB file; the questions are the simulator's request log.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.backfill import run_backfill
-from pipelines.reconcile import reconcile_pipeline
-from pipelines.reconcile_prefetch import StatisticsPrefetch
+from pipelines.reconcile.check import reconcile_pipeline
+from pipelines.reconcile.prefetch import StatisticsPrefetch
+from pipelines.runs.backfill import run_backfill
 from simulator import Simulator
 from tests.extractor.conftest import Loader
 from tests.extractor.test_backfill import log_since

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.backfill import BackfillResult
+from pipelines.runs.backfill import BackfillResult
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import Loader

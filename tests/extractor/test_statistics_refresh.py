@@ -25,8 +25,8 @@ import duckdb
 import pytest
 import requests
 
-from pipelines.backfill import run_backfill
-from pipelines.reconcile import reconcile
+from pipelines.reconcile.check import reconcile
+from pipelines.runs.backfill import run_backfill
 from simulator import Simulator
 from tests.extractor.conftest import DATASET, DESTINATIONS, Loader
 from tests.extractor.helpers import GRAIN, period_floor, period_next

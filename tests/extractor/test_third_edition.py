@@ -28,8 +28,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from pipelines.cli_parser import build_parser
-from pipelines.load import make_pipeline, run_load
+from pipelines.cli.parser import build_parser
+from pipelines.runs.load import make_pipeline, run_load
 from sources.repo_analytics import EDITION_SPECS, ConfigError
 from sources.repo_analytics.client.paging import NextLink, StartLimit
 from sources.repo_analytics.dates import utc_from_iso

@@ -2,7 +2,7 @@
 
 A simulator serving HTTPS with a CA made for the run (`Simulator(tls=True)`, `sim.ca_file`)
 stands for a self-hosted instance behind an internal certificate authority. The runs are
-`repo-analytics load` in this process (`pipelines.cli.main`, the environment set per test) or
+`repo-analytics load` in this process (`pipelines.cli.main.main`, the environment set per test) or
 in-process loads (`Loader`); the proxy and the plain-HTTP host are small socket servers of
 this module, on loopback, that count what reaches them.
 """
@@ -24,7 +24,7 @@ import duckdb
 import pytest
 import requests
 
-from pipelines.cli import main
+from pipelines.cli.main import main
 from simulator import Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.cloud_load import truth as cloud_truth

@@ -34,7 +34,7 @@ import dlt
 import duckdb
 import pytest
 
-from pipelines.load import make_pipeline, run_load
+from pipelines.runs.load import make_pipeline, run_load
 from simulator import Simulator
 from tests.extractor.conftest import CLOUD_PRIMARY_KEYS, DATASET, FAST_RETRY, Loader
 

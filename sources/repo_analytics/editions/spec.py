@@ -164,7 +164,7 @@ class Endpoint:
     # A column whose value a row's key never changes (a commit's time, a pull request's
     # creation), declared to dlt with the `FIXED_PER_KEY` hint, on the children that carry it
     # too: a Delta merge then reads only the target rows within the load's range of it
-    # (`pipelines/lake_merges.py`). An export's, only where its rows have their natural key.
+    # (`pipelines/destinations/delta/merges.py`). An export's, only where its rows have their natural key.
     fixed_column: str | None = None
 
     @property
@@ -226,7 +226,7 @@ class EditionSpec:
     credentials_expected: str = "a token, in .dlt/secrets.toml or SOURCES__REPO_ANALYTICS__TOKEN"
     needs_workspace: bool = False  # paths name a workspace: the `workspace` setting is required
     reconcile: ReconcileSpec | None = None  # None: nothing to reconcile with
-    # The canonical views (pipelines/views.py): view -> this edition's SELECTs; and the
+    # The canonical views (pipelines/destinations/views.py): view -> this edition's SELECTs; and the
     # tables read through `{optional:name}`, with the columns and types they must have.
     views: Mapping[str, ViewParts] = field(default_factory=dict)
     optional_tables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

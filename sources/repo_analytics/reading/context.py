@@ -108,7 +108,7 @@ def table_hints(
     memory for it (a window of the large self-hosted year failed at a 100MB limit with
     de-duplication, not at 64MB without: `bench/results/HISTORY.md`). A package whose load
     a crash interrupted may hold a copy twice in staging: its merges de-duplicate again
-    (`pipelines/interrupted.py`).
+    (`pipelines/runs/interrupted.py`).
 
     `fixed`: a column whose value a row's key never changes, hinted as such for the Delta
     merges (`Endpoint.fixed_column`), where the table has it.
@@ -167,7 +167,7 @@ def emit(
 def hand_over(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
     """`table` led by the source column, with its hints, unless empty. Where the destination
     upserts (Delta tables), hard-delete marker rows are dropped: a Delta table stores them on
-    its first load, and an emptied list is pruned after the load instead (`pipelines/lake.py`)."""
+    its first load, and an emptied list is pruned after the load instead (`pipelines/destinations/delta/children.py`)."""
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
     if table.num_rows:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.load import LoadResult
+from pipelines.runs.load import LoadResult
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.cloud_load.request_log import path_part

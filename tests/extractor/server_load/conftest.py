@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.load import LoadResult
+from pipelines.runs.load import LoadResult
 from simulator import SimConfig, Simulator
 from tests.conftest import FIXED_NOW
 from tests.extractor.conftest import DESTINATIONS, Loader

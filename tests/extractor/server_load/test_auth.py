@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.cli import root_cause as cause_of
+from pipelines.cli.exits import root_cause as cause_of
 from simulator import Simulator
 from sources.repo_analytics import FatalApiError
 from tests.extractor.conftest import Loader

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.load import LoadResult
+from pipelines.runs.load import LoadResult
 from simulator import SimConfig, Simulator
 from sources.repo_analytics.editions.spec import FIXED_PER_KEY
 from tests.conftest import FIXED_NOW
