@@ -33,9 +33,10 @@ def load_command(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     check_before_run(args)
     report = RunReport()
+    pipeline = make_cli_pipeline(args)  # dlt's logging set up before the bars (`LiveBars`)
     with make_progress(args.progress, "load") as progress:
         progress.watch(report)
-        result = run_load(make_cli_pipeline(args), report=report, **overrides)
+        result = run_load(pipeline, report=report, **overrides)
     print_summary(result)
     print_pipeline(result.pipeline)
     published = publish_copy(args)
