@@ -34,11 +34,11 @@ from dlt.common.pipeline import LoadInfo
 from dlt.common.runners import pool_runner
 from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 from dlt.load import Load
-from dlt.load.configuration import LoaderConfiguration
 from dlt.load.exceptions import LoadPackageAborted
 from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.pipeline.pipeline import with_runtime_trace, with_state_sync
 
+from pipelines.dlt_internals import loader_configuration, record_load_run
 from pipelines.duckdb_file import EXTRACTED_KEPT, waiting
 from pipelines.warehouse import exclusive_load, load_workers
 from sources.repo_analytics.errors import DuckDBFileHeld
@@ -70,9 +70,8 @@ class BackgroundLoad:
         with load_section(pipeline):
             # the schema the clients are made with is the pipeline's live one: read it here,
             # before the next extract changes it in the calling thread
-            client, staging = pipeline._get_destination_clients()
+            client = pipeline.destination_client()
         self.client_config = client.config
-        self.staging_config = staging.config if staging else None
         self.workers = load_workers(pipeline, client.config)
         self.held = ExitStack()  # the load lock: the calling thread holds it until finish()
         self.held.enter_context(exclusive_load(pipeline))
@@ -81,16 +80,16 @@ class BackgroundLoad:
 
     def _new_step(self) -> Load:
         pipeline = self.pipeline
+        # our pipelines load with no staging destination (dlt resolves the configuration
+        # of one a user set)
         self.step = Load(
-            pipeline._destination,
-            staging_destination=pipeline._staging,
+            pipeline.destination,
+            staging_destination=pipeline.staging,
             collector=pipeline.collector,
             is_storage_owner=False,
-            config=LoaderConfiguration(
-                workers=self.workers, _load_storage_config=pipeline._load_storage_config()
-            ),
+            config=loader_configuration(pipeline, self.workers),
             initial_client_config=self.client_config,
-            initial_staging_client_config=self.staging_config,  # type: ignore[arg-type]
+            initial_staging_client_config=None,  # type: ignore[arg-type]
         )
         return self.step
 
@@ -206,14 +205,14 @@ def load(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
     if step is None:  # the load step could not even be made
         raise error or RuntimeError("the load did not start")
     if error is None:
-        pipeline._update_last_run_context()  # as pipeline.load() does after a load
+        record_load_run(pipeline)  # as pipeline.load() does after a load
         return step.get_step_info(pipeline)
     if isinstance(error, DuckDBFileHeld):  # past its wait: raised as `waiting` raises it
         raise error
     load_id = error.load_id if isinstance(error, WithJobError) else step.current_load_id
     failed = PipelineStepFailed(pipeline, "load", load_id, error, step.get_step_info(pipeline))
     if isinstance(error, LoadPackageAborted):
-        pipeline._cleanup_aborted_package(error.load_id)
+        pipeline.abort_packages(error.load_id)  # as pipeline.load() cleans up an abort
         if error.job_exception is None:
             return failed.step_info  # type: ignore[return-value]  # an abort asked for
         raise PipelineStepFailed(

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +20,7 @@ from dlt.common.storages.live_schema_storage import LiveSchemaStorage
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.background_load import load_now
+from pipelines.dlt_internals import extracted_packages, load_storage
 from pipelines.duckdb_file import (
     EXTRACTED_KEPT,
     NOTHING_EXTRACTED,
@@ -56,6 +57,7 @@ SCHEMA_NAME = "repo_analytics"  # the source's schema
 NEXT_ITEM_MODE = "extract.next_item_mode"  # dlt's setting: how the extract takes items of resources
 # dlt's setting: how long its extract sleeps when no resource has an item ready (10 ms)
 FUTURES_POLL_INTERVAL = "extract.futures_poll_interval"
+ADD_LOAD_ID = "normalize.parquet_normalizer.add_dlt_load_id"  # dlt's: rows stamped with their load
 EXTRACT_POLL_SECONDS = 0.001
 
 
@@ -191,8 +193,6 @@ def extract_run(
     settings = run_settings(source_args)
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
-    one_resource_at_a_time()
-    short_extract_polls()
     load_behaviour(pipeline)
     # pyarrow's own pool (mimalloc in its Linux wheels) keeps what it freed; the system pool
     # gives it back. This call moves what pyarrow's Python calls allocate, for callers that
@@ -209,7 +209,8 @@ def extract_run(
     pipeline.activate()  # the source function reads the active pipeline's state
     legacy = legacy_pipeline(pipeline)  # before this run records its source
     source = repo_analytics(report=report, **source_args)
-    pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+    with run_config(pipeline):
+        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
     # what the reads freed (their pages, the keys they held) back to the system before the
     # load, which a backfill runs beside its next read: the large self-hosted year's RSS
     # after a half-year window's read 303 -> 231 MB
@@ -222,7 +223,8 @@ def normalize_run(extracted: ExtractedRun, adopt: bool = True) -> None:
     """Normalize the run's package; with `adopt`, a dataset of an older version gets the
     source column (a backfill's later windows need not look again: see `WindowLoads`)."""
     pipeline = extracted.pipeline
-    pipeline.normalize()
+    with run_config(pipeline):
+        pipeline.normalize()
     source_id = extracted.report.source
     if adopt and source_id is not None:
         waiting(
@@ -257,7 +259,6 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
     (`pipelines/lake_merges.py`), and a large write's recent head in a file of its own
     (`pipelines/lake_heads.py`; a first write's in `pipelines/lake_first_writes.py`).
     Idempotent."""
-    stamp_load_ids()
     wake_on_finished_jobs()
     delete_by_merge_key()
     cache_validation_hints()
@@ -270,43 +271,41 @@ def load_behaviour(pipeline: dlt.Pipeline) -> None:
         head_apart()
 
 
-def stamp_load_ids() -> None:
-    """Every row carries the id of the load that wrote it (`_dlt_load_id`, which dlt adds to
-    Arrow tables on request): lineage for users, and what replaces a parent's child list on
-    Delta tables (`pipelines/lake.py`). Idempotent; in dlt's in-memory config."""
-    dlt.config["normalize.parquet_normalizer.add_dlt_load_id"] = True
+@contextlib.contextmanager
+def run_config(pipeline: dlt.Pipeline) -> Iterator[None]:
+    """dlt's settings our runs need, for the steps of `pipeline` run inside, and only for
+    them: in the section of the pipeline's name (`pipeline_setting`), set in dlt's in-memory
+    config on entry and unset on exit (`dlt.config.values`).
+
+    - Every row carries the id of the load that wrote it (`_dlt_load_id`, which dlt adds to
+      Arrow tables on request): lineage for users, and what replaces a parent's child list
+      on Delta tables (`pipelines/lake.py`).
+    - dlt extracts the resources one after another (`extract.next_item_mode` `fifo`), not an
+      item of each in turn (`round_robin`, its default), unless configured otherwise. Each
+      resource reads its scopes in threads of its own and holds their pages in a bounded
+      queue; in turn, every started resource kept its threads and full queue alive, while
+      the requests were held to `concurrency` anyway by the host's gate.
+    - dlt's extract polls every `EXTRACT_POLL_SECONDS` for items of resources not ready yet,
+      not every 10 ms (its default), unless configured otherwise: every extract ends with
+      one poll once its last resource is done, and dlt extracts a window's package and then
+      its state, each between a window's last page and the next window's first request.
+
+    A setting configured for every pipeline or for this one (a variable, `.dlt/config.toml`)
+    wins over the last two."""
+    values: dict[str, Any] = {pipeline_setting(pipeline, ADD_LOAD_ID): True}
+    for key, value in ((NEXT_ITEM_MODE, "fifo"), (FUTURES_POLL_INTERVAL, EXTRACT_POLL_SECONDS)):
+        scoped = pipeline_setting(pipeline, key)
+        if dlt.config.get(key) is None and dlt.config.get(scoped) is None:
+            values[scoped] = value
+    with dlt.config.values(values):
+        yield
 
 
-def one_resource_at_a_time() -> None:
-    """dlt extracts the resources one after another (its `extract.next_item_mode` `fifo`), not
-    an item of each in turn (`round_robin`, its default), unless configured otherwise.
-
-    Each resource reads its scopes in threads of its own and holds their pages in a bounded
-    queue; in turn, every started resource kept its threads and full queue alive (three at
-    once seen in a self-hosted backfill), while the requests were held to `concurrency`
-    anyway by the host's gate. Medium self-hosted year, default settings (interleaved pairs,
-    load 1.6-2.6): peak RSS 436/445 -> 416/408 MB, wall 0.97x; lists and the cloud within
-    the spread or faster."""
-    unless_configured(NEXT_ITEM_MODE, "fifo")
-
-
-def short_extract_polls() -> None:
-    """dlt's extract polls every `EXTRACT_POLL_SECONDS` (1 ms), not every 10 ms (its
-    default), for items of resources not ready yet, unless configured otherwise.
-
-    The resources here never leave dlt waiting (no async or deferred items), but every
-    extract ends with one poll once its last resource is done, and dlt extracts a window's
-    package and then its state: six 10-ms sleeps in a medium cloud lists year's three windows
-    (63 ms in all, 11 ms at 1 ms; a hook timing them), each between a window's last page and
-    the next window's first request, two in a nightly."""
-    unless_configured(FUTURES_POLL_INTERVAL, EXTRACT_POLL_SECONDS)
-
-
-def unless_configured(key: str, value: Any) -> None:
-    """dlt's setting `key` as `value` in dlt's in-memory config, where no variable or
-    `.dlt/config.toml` sets it (those win). Idempotent."""
-    if dlt.config.get(key) is None:
-        dlt.config[key] = value
+def pipeline_setting(pipeline: dlt.Pipeline, key: str) -> str:
+    """dlt's setting `key` in the section of `pipeline`'s name: dlt reads it there first for
+    that pipeline's steps, and never for a pipeline of another name (another dlt pipeline of
+    the process, a notebook's, a Dagster code location's)."""
+    return f"{pipeline.pipeline_name}.{key}"
 
 
 _WAKE_LOCK = threading.Lock()
@@ -357,7 +356,8 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
-        pipeline.normalize()
+        with run_config(pipeline):
+            pipeline.normalize()
     if pipeline.list_normalized_load_packages():
         deduplicate_interrupted(pipeline)  # a copy may have run twice: see the module
         waiting(lambda: locked_load(pipeline), lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
@@ -375,7 +375,7 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
     }
     leftovers = committed.intersection(pipeline.list_extracted_load_packages())
     if leftovers:
-        extracted = pipeline._get_normalize_storage().extracted_packages
+        extracted = extracted_packages(pipeline)
         for load_id in sorted(leftovers):
             extracted.delete_package(load_id)
 
@@ -387,7 +387,7 @@ def archive_completed_loads(pipeline: dlt.Pipeline, wait: float | None = None) -
     marker, loading the package again recorded its load twice and then failed on every later
     run (dlt refuses to complete a package twice); killed before the marker, it recorded the
     load twice (two `_dlt_loads` rows for one load). `wait`: as in `settle_pending`."""
-    storage = pipeline._get_load_storage()
+    storage = load_storage(pipeline)
     packages = storage.normalized_packages
     for load_id in pipeline.list_normalized_load_packages():
         # dlt records a load only after its jobs all ran
