@@ -38,6 +38,7 @@ from pipelines.lake import stale_children_pruning
 from pipelines.lake_first_writes import head_apart
 from pipelines.lake_merges import ranged_merges
 from pipelines.lake_writes import small_row_groups
+from pipelines.malloc import system_pool_while_running
 from pipelines.merge_sql import delete_by_merge_key
 from pipelines.type_hints import cache_validation_hints
 from pipelines.upgrade import adopt_rows, legacy_pipeline
@@ -141,6 +142,7 @@ def check_dataset_name(name: str) -> None:
         )
 
 
+@system_pool_while_running()
 def run_load(
     pipeline: dlt.Pipeline,
     views: bool = True,
@@ -194,11 +196,6 @@ def extract_run(
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
     load_behaviour(pipeline)
-    # pyarrow's own pool (mimalloc in its Linux wheels) keeps what it freed; the system pool
-    # gives it back. This call moves what pyarrow's Python calls allocate, for callers that
-    # imported pyarrow first (Dagster, a user's pipeline): medium cloud lists year 264-271
-    # against 295-300 MB; the commands also move Arrow's C++ allocations (pipelines/malloc.py)
-    pa.set_memory_pool(pa.system_memory_pool())
     if settle:
         settle_pending(pipeline, wait)
     if restore:
