@@ -22,16 +22,18 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import dlt
 from dlt.common.configuration import inject_section, known_sections
 from dlt.common.configuration.specs.config_section_context import ConfigSectionContext
+from dlt.common.destination.client import LoadJob, RunnableLoadJob
 from dlt.common.destination.exceptions import WithJobError
 from dlt.common.pipeline import LoadInfo
 from dlt.common.runners import pool_runner
+from dlt.common.schema import Schema
 from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 from dlt.load import Load
 from dlt.load.exceptions import LoadPackageAborted
@@ -82,7 +84,7 @@ class BackgroundLoad:
         pipeline = self.pipeline
         # our pipelines load with no staging destination (dlt resolves the configuration
         # of one a user set)
-        self.step = Load(
+        self.step = WindowLoad(
             pipeline.destination,
             staging_destination=pipeline.staging,
             collector=pipeline.collector,
@@ -128,6 +130,36 @@ class BackgroundLoad:
         if self.then_error is not None:
             raise self.then_error
         return info
+
+
+class WindowLoad(Load):
+    """dlt's load step, with the jobs that end as they start completed at once."""
+
+    def start_new_jobs(
+        self, load_id: str, schema: Schema, running_jobs: Sequence[LoadJob]
+    ) -> Sequence[LoadJob]:
+        """dlt's start of new jobs; then the jobs among them that completed as they started
+        (no thread runs them: a Delta table's file jobs, which hand their rows on to a
+        follow-up job, and the state table's) are completed, and the jobs that frees a place
+        for or that follow them are started, as dlt's loop would in its next round. That
+        round comes when a job run in a thread ends, or after a second: with none in a
+        thread, a load into Delta tables, two jobs at a time (`warehouse.load_workers`),
+        waited a second for every two tables. Which jobs run, in what order, and how failures
+        and retries are handled stay dlt's: only completed jobs are completed here."""
+        kept: list[LoadJob] = []
+        started = list(super().start_new_jobs(load_id, schema, running_jobs))
+        while True:
+            ended = [job for job in started if ended_on_start(job)]
+            kept += [job for job in started if not ended_on_start(job)]
+            if not ended:
+                return kept
+            self.complete_jobs(load_id, ended, schema)
+            started = list(super().start_new_jobs(load_id, schema, [*running_jobs, *kept]))
+
+
+def ended_on_start(job: LoadJob) -> bool:
+    """Whether a job completed as it started: one dlt runs in no thread."""
+    return not isinstance(job, RunnableLoadJob) and job.state() == "completed"
 
 
 @contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import shlex
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +31,12 @@ from pipelines.duckdb_file import (
     waiting,
     without_file_keys,
 )
-from pipelines.duckdb_merges import merges_from_files
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
 from pipelines.lake_first_writes import head_apart
 from pipelines.lake_merges import ranged_merges
 from pipelines.lake_writes import small_row_groups
 from pipelines.malloc import system_pool_while_running
-from pipelines.merge_sql import delete_by_merge_key
-from pipelines.type_hints import cache_validation_hints
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
 from pipelines.warehouse import locked_load
@@ -246,22 +242,13 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
 
 
 def load_behaviour(pipeline: dlt.Pipeline) -> None:
-    """What every load of ours needs of dlt, set before a package is made or loaded: rows
-    stamped with their load's id, the load loop woken for jobs finished on creation, merges
-    deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
-    TypedDict's hints once (`pipelines/type_hints.py`); into DuckDB, merges reading the
-    package's Parquet files with no staging copy (`pipelines/duckdb_merges.py`); into Delta
-    tables, Parquet row groups of a bounded size (`pipelines/lake_writes.py`), merges that
-    read only the target's range of a fixed column and append the rows beyond it
+    """What every load of ours needs of dlt, set before a package is made or loaded: into
+    Delta tables, Parquet row groups of a bounded size (`pipelines/lake_writes.py`), merges
+    that read only the target's range of a fixed column and append the rows beyond it
     (`pipelines/lake_merges.py`), and a large write's recent head in a file of its own
     (`pipelines/lake_heads.py`; a first write's in `pipelines/lake_first_writes.py`).
     Idempotent."""
-    wake_on_finished_jobs()
-    delete_by_merge_key()
-    cache_validation_hints()
     destination = pipeline.destination
-    if destination is not None and destination.destination_name == "duckdb":
-        merges_from_files()
     if destination is not None and destination.destination_name == "filesystem":
         small_row_groups()
         ranged_merges()
@@ -303,44 +290,6 @@ def pipeline_setting(pipeline: dlt.Pipeline, key: str) -> str:
     that pipeline's steps, and never for a pipeline of another name (another dlt pipeline of
     the process, a notebook's, a Dagster code location's)."""
     return f"{pipeline.pipeline_name}.{key}"
-
-
-_WAKE_LOCK = threading.Lock()
-
-
-def wake_on_finished_jobs() -> None:
-    """Let dlt's load loop go on at once when it starts jobs that are finished on creation.
-
-    The loop starts a package's jobs, then waits (up to 1 s) for a pool thread to signal that
-    a job ended. A job that is done when it is made runs in no thread and signals nothing: on
-    Delta tables every first job is such (a Parquet file's job only hands its merge on to a
-    follow-up job; the state table's file is written when the package completes), so every
-    load into the Parquet output slept a whole second. Signalling for those jobs, as a pool
-    thread signals for a job that ended there (completed or failed, not a retry), only wakes
-    the loop to do at once what the timeout would have made it do: which jobs run, in what
-    order, and how failures and retries are handled stay dlt's. Idempotent; with a dlt whose
-    loader keeps no such signal, the loop waits as before."""
-    from dlt.common.destination.client import RunnableLoadJob
-    from dlt.load.load import Load
-
-    def finished_on_creation(job: Any) -> bool:
-        return not isinstance(job, RunnableLoadJob) and job.state() in ("completed", "failed")
-
-    with _WAKE_LOCK:
-        start_new_jobs = Load.start_new_jobs
-        if getattr(start_new_jobs, "wakes_on_finished_jobs", False):
-            return
-
-        def starting(self: Load, *args: Any, **kwargs: Any) -> Any:
-            started = start_new_jobs(self, *args, **kwargs)
-            done_event = getattr(self, "_done_event", None)
-            if done_event is not None and any(finished_on_creation(job) for job in started):
-                with contextlib.suppress(ValueError):  # signalled already: it holds one
-                    done_event.release()
-            return started
-
-        starting.wakes_on_finished_jobs = True  # type: ignore[attr-defined]
-        Load.start_new_jobs = starting  # type: ignore[method-assign]
 
 
 def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:

@@ -30,12 +30,9 @@ LOCK_NAMESPACE = "repo_analytics load "
 # 20 at once, and under the then 150MB default their commits failed to pin memory and were retried
 # (a large self-hosted year: 46 retries, each a traceback in the output). Two at a time: none
 # on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
-# one at a time: +5.7 %). Since a merge reads the load's files itself (no copies into staging
-# beside it, `pipelines/duckdb_merges.py`), one at a time, with DuckDB's threads to itself:
-# medium lists years 0.94-0.97x the wall time (self-hosted, 3 interleaved pairs) and
-# 0.87-1.00x (cloud), the self-hosted default settings 0.98-0.99x (2 pairs), their nightly
-# 0.92-1.05x (3 pairs); the large year's default settings 141 s against 145 s, 376 MB against
-# 364-370 MB (one run each).
+# one at a time: +5.7 % on loopback). One at a time, with DuckDB's threads to itself, a window's
+# load runs beside the next window's reads (`pipelines/background_load.py`); behind a host
+# answering in 50 ms the year's wall is the reads' (docs/decisions/dlt-patches.md).
 DUCKDB_LOAD_WORKERS = 1
 # Delta tables on this machine's disks: each job a deltalake merge, native work that scans its
 # target table, all of them at once under dlt's default. Two at a time, the medium self-hosted
