@@ -33,9 +33,7 @@ from pipelines.duckdb_file import (
 )
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
-from pipelines.lake_first_writes import head_apart
-from pipelines.lake_merges import ranged_merges
-from pipelines.lake_writes import small_row_groups
+from pipelines.lake_destination import ours
 from pipelines.malloc import system_pool_while_running
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
@@ -89,7 +87,7 @@ def make_pipeline(
     schemas_dir = schemas_dir if schemas_dir is not None else Path.cwd() / SCHEMAS_FOLDER
     return dlt.pipeline(
         pipeline_name=pipeline_name,
-        destination=destination or "duckdb",
+        destination=ours(destination or "duckdb"),
         dataset_name=dataset_name,
         pipelines_dir=pipelines_dir,  # type: ignore[arg-type]  # None: dlt's default
         import_schema_path=str(schemas_dir / "import"),
@@ -191,7 +189,6 @@ def extract_run(
     settings = run_settings(source_args)
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
-    load_behaviour(pipeline)
     if settle:
         settle_pending(pipeline, wait)
     if restore:
@@ -241,20 +238,6 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
     return resolve_settings({k: v for k, v in source_args.items() if k in fields and v is not None})
 
 
-def load_behaviour(pipeline: dlt.Pipeline) -> None:
-    """What every load of ours needs of dlt, set before a package is made or loaded: into
-    Delta tables, Parquet row groups of a bounded size (`pipelines/lake_writes.py`), merges
-    that read only the target's range of a fixed column and append the rows beyond it
-    (`pipelines/lake_merges.py`), and a large write's recent head in a file of its own
-    (`pipelines/lake_heads.py`; a first write's in `pipelines/lake_first_writes.py`).
-    Idempotent."""
-    destination = pipeline.destination
-    if destination is not None and destination.destination_name == "filesystem":
-        small_row_groups()
-        ranged_merges()
-        head_apart()
-
-
 @contextlib.contextmanager
 def run_config(pipeline: dlt.Pipeline) -> Iterator[None]:
     """dlt's settings our runs need, for the steps of `pipeline` run inside, and only for
@@ -298,7 +281,6 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there. `wait`:
     the longest wait for a DuckDB file another process holds (None: the setting's default)."""
-    load_behaviour(pipeline)
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
