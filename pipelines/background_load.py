@@ -60,9 +60,11 @@ class BackgroundLoad:
         wait: float,
         then: Callable[[], object] | None = None,
         beside_reads: bool = False,
+        kept: str = EXTRACTED_KEPT,
     ) -> None:
         self.pipeline = pipeline
         self.wait = wait
+        self.kept = kept  # what a user is told stays, where the DuckDB file stays held
         self.then = then  # run in the thread after a load that did not fail
         self.beside_reads = beside_reads  # another window is read while this one loads
         self.step: Load | None = None
@@ -104,7 +106,7 @@ class BackgroundLoad:
                     with open_between_jobs(self.client_config, self.beside_reads):
                         pool_runner.run_pool(step.config, step)
 
-                waiting(load, self.wait, EXTRACTED_KEPT)
+                waiting(load, self.wait, self.kept)
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
             self.error = error
         else:
@@ -214,12 +216,16 @@ def fewer_threads(connection: Any, threads: int | None) -> Iterator[None]:
 
 
 def load_now(
-    pipeline: dlt.Pipeline, wait: float, then: Callable[[], object] | None = None
+    pipeline: dlt.Pipeline,
+    wait: float,
+    then: Callable[[], object] | None = None,
+    kept: str = EXTRACTED_KEPT,
 ) -> LoadInfo:
-    """`pipeline.load()` under the dataset's load lock, as `warehouse.locked_load`, with a
-    DuckDB file open from the load's first job to its last (`open_between_jobs`), and
-    `then` after it: the background load, waited for at once."""
-    return BackgroundLoad(pipeline, wait, then).finish()
+    """`pipeline.load()` under the dataset's load lock (`warehouse.exclusive_load`), by our
+    load step (`WindowLoad`), with a DuckDB file open from the load's first job to its last
+    (`open_between_jobs`), and `then` after it: the background load, waited for at once.
+    `kept`: what stays where the DuckDB file stays held past `wait`."""
+    return BackgroundLoad(pipeline, wait, then, kept=kept).finish()
 
 
 def load_section(pipeline: dlt.Pipeline) -> Any:

@@ -101,17 +101,6 @@ class filesystem(dlt.destinations.filesystem):  # noqa: N801 - named as dlt's: i
         return LakeClient if found is FilesystemClient else found
 
 
-def ours(destination: Any) -> Any:
-    """`destination` as our pipelines load into it: dlt's filesystem destination (its name,
-    or its factory as dlt makes it) becomes `filesystem` above with the same parameters; any
-    other as it is."""
-    if destination == "filesystem":
-        return filesystem()
-    if type(destination) is not dlt.destinations.filesystem:
-        return destination
-    return filesystem(**destination.config_params, **destination.caps_params)
-
-
 def merge(table: Any, rows: Any, schema: TTableSchema, name: str, streamed: bool) -> None:
     """dlt's merge of `rows` into the Delta table `table`, through `RangedTable` where the
     table has a column fixed per key (the rows read whole first: their range is needed

@@ -19,6 +19,7 @@ from dlt.common.storages.live_schema_storage import LiveSchemaStorage
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.background_load import load_now
+from pipelines.destinations import ours
 from pipelines.dlt_internals import extracted_packages, load_storage
 from pipelines.duckdb_file import (
     EXTRACTED_KEPT,
@@ -33,11 +34,9 @@ from pipelines.duckdb_file import (
 )
 from pipelines.interrupted import deduplicate_interrupted
 from pipelines.lake import stale_children_pruning
-from pipelines.lake_destination import ours
 from pipelines.malloc import system_pool_while_running
 from pipelines.upgrade import adopt_rows, legacy_pipeline
 from pipelines.views import create_views
-from pipelines.warehouse import locked_load
 from sources.repo_analytics import (
     ConfigError,
     RepoAnalyticsConfiguration,
@@ -288,7 +287,7 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
             pipeline.normalize()
     if pipeline.list_normalized_load_packages():
         deduplicate_interrupted(pipeline)  # a copy may have run twice: see the module
-        waiting(lambda: locked_load(pipeline), lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
+        load_now(pipeline, lock_wait({WAIT_KEY: wait}), kept=PENDING_KEPT)
 
 
 def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:

@@ -1,12 +1,12 @@
 """A load killed right after a merge's commit or a file's copy into staging, before dlt
 recorded the job's end.
 
-dlt copies each of the package's files into the staging table, then merges the staged rows
-into the table (one SQL job, one transaction). Killed between the merge's commit and dlt's
-record of it, the rerun runs the merge again, which deletes what the first inserted. Killed
-between a copy's commit and its record, the source's declaration that staged rows are
-de-duplicated (dlt's `deduplicated`: the merges insert them as they are) would let the copy
-run twice land its rows twice (`pipelines/interrupted.py`). `repo-analytics load` runs
+Into DuckDB a merge reads the package's Parquet files itself (`pipelines/duckdb_merges.py`):
+killed between the merge's commit and dlt's record of it, the rerun runs the merge again,
+which deletes what the first inserted. Where dlt copies a file into the staging table first
+(a path a SQL job cannot carry, other destinations), the source's declaration that staged
+rows are de-duplicated (dlt's `deduplicated`: the merges insert them as they are) would let a
+copy run twice land its rows twice (`pipelines/interrupted.py`). `repo-analytics load` runs
 here in a process whose dlt job kills the process (SIGKILL) just after one table's merge or
 copy commits; the rerun must land the package with each natural key once and the tables of a
 clean run (a tiny cloud host: real HTTP, a real DuckDB file).
@@ -94,7 +94,8 @@ def started_without_record(package: Path, job_format: str) -> list[str]:
     ("script", "folder", "job_format"),
     [
         (KILLED_AFTER_MERGE, "crashed", "sql"),
-        (KILLED_AFTER_COPY, "copied", "parquet"),
+        # a `;` in the working folders' path: dlt copies the files into staging first
+        (KILLED_AFTER_COPY, "crashed;copied", "parquet"),
     ],
     ids=["merge", "copy"],
 )
