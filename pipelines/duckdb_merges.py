@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import dlt
 from dlt.destinations.impl.duckdb.duck import DuckDbClient
 
+from pipelines.interrupted import DEDUPLICATED
+
 if TYPE_CHECKING:
     from dlt.destinations.sql_client import SqlClientBase
 
@@ -116,7 +118,32 @@ def merge_job(client: Any, table: Any, files: list[str], staged: bool) -> Any:
         parts.append(f"SELECT * FROM {sql_client.get_qualified_table_names(table['name'])[1]}")
     source = "(" + " UNION ALL BY NAME ".join(parts) + ")"
     reading = cast("SqlClientBase[Any]", ReadingFiles(sql_client, source))
-    return SqlMergeFollowupJob.from_table_chain([table], reading)
+    return SqlMergeFollowupJob.from_table_chain([by_merge_key(table)], reading)
+
+
+def by_merge_key(table: Any) -> Any:
+    """The table's schema for dlt's merge SQL, its primary key left out where the merge key
+    alone says which rows a load replaces and no staged row needs de-duplicating.
+
+    A table with both keys (a child table: its own row's primary key, its parent's natural
+    key as merge key) has its stored rows deleted by dlt with `EXISTS (... WHERE <primary key
+    equal> OR <merge key equal>)`. Where every merge key column is part of the primary key, a
+    row whose primary key matches has a matching merge key too: the OR selects exactly the
+    rows of the merge key, and written with it DuckDB cannot join on a hash of the keys and
+    compares row by row (docs/decisions/dlt-patches.md: a nightly's peak +25 %). dlt reads the
+    primary key for nothing else in a delete-insert merge whose staged rows are declared
+    de-duplicated (`deduplicated`, which `pipelines/interrupted.py` takes back after an
+    interrupted copy): such a table is handed to dlt's SQL without it."""
+    columns = table["columns"]
+    primary = {name for name, column in columns.items() if column.get("primary_key")}
+    merging = {name for name, column in columns.items() if column.get("merge_key")}
+    if not merging or not merging <= primary or not table.get(DEDUPLICATED):
+        return table
+    unkeyed = {
+        name: {hint: value for hint, value in column.items() if hint != "primary_key"}
+        for name, column in columns.items()
+    }
+    return {**table, "columns": unkeyed}
 
 
 class ReadingFiles:
