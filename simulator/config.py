@@ -121,7 +121,9 @@ def check_condition(key: str, value: Any) -> None:
         isinstance(v, int) and not isinstance(v, bool) for v in value.values()
     ):
         raise TypeError(f"condition `{key}` must map names to integers, not {value!r}")
-    if key == "latency_ms" and not 0 <= value <= MAX_LATENCY_MS:
+    if key == "latency_ms" and not (
+        isinstance(value, int | float) and 0 <= value <= MAX_LATENCY_MS
+    ):
         raise ValueError(f"condition `latency_ms`={value!r}; valid: 0 to {MAX_LATENCY_MS}")
     if key == "app_version" and not re.fullmatch(r"\d+(\.\d+){0,2}", str(value)):
         raise ValueError(f"condition `app_version`={value!r} is not a version such as 5.4.0")
