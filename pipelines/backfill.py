@@ -38,6 +38,7 @@ from pipelines.load import (
     run_settings,
     settle_pending,
 )
+from pipelines.malloc import system_pool_while_running
 from pipelines.progress import Progress
 from pipelines.views import create_views, has_views
 from sources.repo_analytics import WINDOW_MARKER, RepoAnalyticsConfiguration, RunReport
@@ -275,6 +276,7 @@ def resumed_window_days(
     return days if closed in finished or days == FORMER_WINDOW_DAYS else None
 
 
+@system_pool_while_running()
 def run_backfill(
     pipeline: dlt.Pipeline,
     since: str | datetime,

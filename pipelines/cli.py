@@ -34,7 +34,7 @@ def load_command(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     check_before_run(args)
     report = RunReport()
-    pipeline = make_cli_pipeline(args)
+    pipeline = make_cli_pipeline(args)  # dlt's logging set up before the bars (`LiveBars`)
     run = start_run(pipeline, "load", resolved_source_args(args))
     with make_progress(args.progress, "load") as progress:
         progress.watch(report)

@@ -123,15 +123,6 @@ def lock_key(dataset: str) -> int:
     return zlib.crc32((LOCK_NAMESPACE + dataset).encode("utf-8"))
 
 
-def locked_load(pipeline: dlt.Pipeline) -> Any:
-    """`pipeline.load()` under the dataset's load lock, `load_workers` jobs at a time."""
-    # the client's configuration only: entering the client would open the DuckDB file or
-    # connect to the warehouse, outside the lock and for nothing
-    workers = load_workers(pipeline, pipeline.destination_client().config)
-    with exclusive_load(pipeline):
-        return pipeline.load(workers=workers)
-
-
 def load_workers(pipeline: dlt.Pipeline, client_config: Any) -> int:
     """The jobs a load of `pipeline` (its destination client's configuration given) runs at
     once: into DuckDB one, into Delta tables on this machine's disks two; elsewhere dlt's
