@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 import dlt  # noqa: E402
 
-from pipelines.runs.backfill import run_backfill  # noqa: E402
 from pipelines.cli.demo import demo_source_args  # noqa: E402
+from pipelines.runs.backfill import run_backfill  # noqa: E402
 from pipelines.runs.load import make_pipeline  # noqa: E402
 from simulator import SimConfig, Simulator  # noqa: E402
 

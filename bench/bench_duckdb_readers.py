@@ -9,7 +9,8 @@ processes of their own (`sys.executable` with DuckDB):
 
 - whether a read-only reader keeps a writer out, a writer keeps a read-only reader out, and
   read-only readers keep each other out (each is an attempt to connect; DuckDB does not wait);
-- the published copy (`pipelines.destinations.duckdb.file.publish`: copy under a read-only connection,
+- the published copy (`pipelines.destinations.duckdb.file.publish`: copy under a read-only
+connection,
   fsync, rename): seconds and bytes, the median of `--repeats`, also while a reader holds the
   published path; the old reader still reads its old copy, a new connection the new one;
 - for comparison, a copy made by DuckDB itself (`ATTACH` + `COPY FROM DATABASE`).

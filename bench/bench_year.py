@@ -3,8 +3,23 @@
 Usage:
     python bench/bench_year.py [--size small] [--edition cloud|server]
                                [--workloads lists,defaults] [--repeat 1] [--concurrency 4]
-                               [--window-days N]
-                               [--no-peer] [--out bench/results/year-<edition>-<size>.json]
+                               [--window-days N] [--latency-ms MS]
+                               [--contenders ours-duckdb,limit,ours-parquet,peer,nightly]
+                               [--no-peer] [--record | --out FILE.json]
+
+The benchmark of record is a host across a network: every answer of the simulator held 50 ms
+(`--latency-ms 50`), ours against the raw replay of its own request log through the same
+host, default concurrency, one command line per host and workload:
+
+    python bench/bench_year.py --latency-ms 50 --contenders ours-duckdb,limit --repeat 3 \
+        --edition cloud --size medium --workloads lists --record
+    python bench/bench_year.py --latency-ms 50 --contenders ours-duckdb,limit --repeat 3 \
+        --edition cloud --size small --workloads defaults --record
+    python bench/bench_year.py --latency-ms 50 --contenders ours-duckdb,limit --repeat 3 \
+        --edition server --size small --workloads defaults --record
+
+Results go to `bench/local/` (not tracked) unless `--record` writes them to `bench/results/`
+(or `--out` names the file).
 
 Run on demand (pytest does not collect it). The benchmark issue 11 asks for: one command, one
 simulator process (`repo-analytics sim`, started as a separate process with its clock at the
@@ -73,7 +88,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results"  # the results of record (`--record`)
+LOCAL = ROOT / "bench" / "local"  # any other run's (ignored by git)
+CONTENDERS = ("ours-duckdb", "limit", "ours-parquet", "peer", "nightly")
 
 
 def start_of_today() -> int:
@@ -110,10 +127,23 @@ def get_json(url: str, method: str = "GET", body: Any = None) -> Any:
 class SimProcess:
     """`repo-analytics sim` in a process of its own; its control API over HTTP."""
 
-    def __init__(self, edition: str, size: str, now: int, work: Path) -> None:
+    def __init__(
+        self, edition: str, size: str, now: int, work: Path, latency_ms: float = 0
+    ) -> None:
         self.log_file = (work / "sim.log").open("w")
         self.proc = subprocess.Popen(
-            [repo_analytics(), "sim", "--edition", edition, "--size", size, "--now", str(now)],
+            [
+                repo_analytics(),
+                "sim",
+                "--edition",
+                edition,
+                "--size",
+                size,
+                "--now",
+                str(now),
+                "--latency-ms",
+                f"{latency_ms:g}",
+            ],
             stdout=subprocess.PIPE,
             stderr=self.log_file,
             text=True,
@@ -707,20 +737,29 @@ def one_repeat(
         finish(r, sum(tables.values()), tables)
         results["peer"] = r
 
-    # alternate between repeats: ours-duckdb (and its replay, which needs its log) first,
-    # then last; the peer last, then first
-    order = [lambda: ours("duckdb"), limit, lambda: ours("parquet")]
-    if workload == "lists" and not options.no_peer:
-        order.append(peer)
+    # named steps, in the order of an even repeat: ours-duckdb (and its replay, which needs
+    # its log) first, the peer last; an odd repeat reverses it, ours-duckdb and limit last
+    steps = [("ours-duckdb", lambda: ours("duckdb")), ("limit", limit)]
+    steps += [("ours-parquet", lambda: ours("parquet")), ("peer", peer)]
+    if workload != "lists" or options.no_peer:
+        steps = steps[:-1]
     if repeat % 2:
-        order = order[::-1]
-        order[-2:] = order[-1], order[-2]  # ..., ours-duckdb, limit
+        steps = steps[::-1]
+        steps[-2:] = steps[-1], steps[-2]  # ..., ours-duckdb, limit
+    # ours-duckdb always runs: the limit replays its log, the nightly runs on its file
+    order = [step for name, step in steps if name in options.contenders or name == "ours-duckdb"]
     print(f"-- {workload}, repeat {repeat + 1}/{options.repeat}", flush=True)
     for step in order:
         step()
-    for destination in ("duckdb", "parquet"):
-        nightly(sim, work, destination, env, wflags, clock, 0, results)
+    if "nightly" in options.contenders:
+        for destination in destinations(options):
+            nightly(sim, work, destination, env, wflags, clock, 0, results)
     return {"workload": workload, "repeat": repeat, "work": str(work), "results": results}
+
+
+def destinations(options: argparse.Namespace) -> tuple[str, ...]:
+    """The destinations the nightly runs load into: those whose backfill ran."""
+    return ("duckdb", "parquet") if "ours-parquet" in options.contenders else ("duckdb",)
 
 
 def nightly(
@@ -822,7 +861,10 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{m['platform']}, Python {m['python']}, {m['cpus']} CPUs, {m['mem_gb']} GB; "
         f"dlt {m['dlt']}, DuckDB {m['duckdb']}; run {doc['started']} .. {doc['ended']}; "
         f"repeats {doc['repeat']}, concurrency {doc['concurrency']}, window days "
-        f"{doc.get('window_days', DEFAULT_WINDOWS)}. Command: "
+        f"{doc.get('window_days', DEFAULT_WINDOWS)}; every answer of the simulator held "
+        f"{doc.get('latency_ms', 0):g} ms"
+        + (" (a host across a network)" if doc.get("latency_ms") else " (loopback)")
+        + ". Command: "
         f"`{doc['command']}`."
         + (
             f" Dropped from the contenders' environment: {', '.join(doc['dropped_variables'])}"
@@ -953,6 +995,24 @@ def main() -> None:
         "--no-nightly-1", action="store_true", help="skip the nightly after a simulated day"
     )
     parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0,
+        help="hold every answer of the simulator this many milliseconds: a host across a "
+        "network (the benchmark of record: 50; default 0, loopback)",
+    )
+    parser.add_argument(
+        "--contenders",
+        default=",".join(CONTENDERS),
+        help=f"comma-separated, of {', '.join(CONTENDERS)} (default all; ours-duckdb always "
+        "runs: the limit replays its requests, the nightly runs load its file)",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results of record to bench/results/ (default: bench/local/, not tracked)",
+    )
+    parser.add_argument(
         "--no-peer",
         action="store_true",
         help="leave dlt's rest_api peer out (its memory grows with the data: not for large)",
@@ -966,8 +1026,8 @@ def main() -> None:
     parser.add_argument(
         "--out",
         default=None,
-        help="results JSON (default bench/results/year-<edition>-<size>.json); "
-        "the markdown goes next to it",
+        help="results JSON (default bench/local/year-<edition>-<size>-<workloads>[-<MS>ms]"
+        ".json, bench/results/ with --record); the markdown goes next to it",
     )
     parser.add_argument(
         "--no-warm-up",
@@ -986,12 +1046,17 @@ def main() -> None:
     for w in workloads:
         if w not in WORKLOADS:
             parser.error(f"unknown workload {w!r}: choose from {', '.join(WORKLOADS)}")
-    out = Path(options.out or RESULTS / f"year-{options.edition}-{options.size}.json")
+    options.contenders = {c.strip() for c in options.contenders.split(",") if c.strip()}
+    for c in options.contenders - set(CONTENDERS):
+        parser.error(f"unknown contender {c!r}: choose from {', '.join(CONTENDERS)}")
+    latency = f"-{options.latency_ms:g}ms" if options.latency_ms else ""
+    name = f"year-{options.edition}-{options.size}-{'-'.join(workloads)}{latency}.json"
+    out = Path(options.out or (RESULTS if options.record else LOCAL) / name)
     base = Path(tempfile.mkdtemp(prefix="bench-year-"))
     started = datetime.now(UTC)
     print(f"working folder {base}", flush=True)
     now = options.now if options.now is not None else start_of_today()
-    sim = SimProcess(options.edition, options.size, now, base)
+    sim = SimProcess(options.edition, options.size, now, base, options.latency_ms)
     try:
         clock = datetime.fromtimestamp(sim.info["now"], UTC)
         since = (clock - timedelta(days=366)).date().isoformat()
@@ -1012,13 +1077,13 @@ def main() -> None:
             for i in range(options.repeat)
             for w in workloads
         ]
-        if not options.no_nightly_1:
+        if not options.no_nightly_1 and "nightly" in options.contenders:
             advanced = sim.advance(1)
             later = sim.clock()
             print(f"-- after advancing a day ({str(advanced)[:160]})", flush=True)
             for w in workloads:
                 last = [r for r in runs if r["workload"] == w][-1]
-                for destination in ("duckdb", "parquet"):
+                for destination in destinations(options):
                     nightly(
                         sim,
                         Path(last["work"]),
@@ -1042,6 +1107,8 @@ def main() -> None:
         "repeat": options.repeat,
         "concurrency": options.concurrency,
         "window_days": options.window_days or DEFAULT_WINDOWS,
+        "latency_ms": options.latency_ms,
+        "contenders": sorted(options.contenders | {"ours-duckdb"}),
         "command": "python bench/bench_year.py " + " ".join(sys.argv[1:]),
         "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
         "ended": f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}",

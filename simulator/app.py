@@ -161,6 +161,9 @@ class HostApp:
         endpoint, found = self._match(request.path)
         fault = self.faults.draw(endpoint)
         response = self._answer(request, endpoint, found, fault)
+        # a host across a network: held in the connection's own thread, after the answer is
+        # made (`SimRequestHandler`), so other connections' answers go on meanwhile
+        response.delay_s += self.conditions.latency_ms / 1000
         self.log.record(
             request,
             endpoint,

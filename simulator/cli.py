@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .config import EDITIONS, SimConfig
+from .config import EDITIONS, MAX_LATENCY_MS, SimConfig
 from .faults import FaultSpecError, parse_spec
 from .generate import SIZES
 
@@ -55,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--server-token", default=SimConfig.server_token, help="self-hosted Bearer token to accept"
     )
     parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0,
+        metavar="MS",
+        help="hold every API answer this many milliseconds, as a host across a network "
+        "does (default 0; the `latency_ms` condition changes it later)",
+    )
+    parser.add_argument(
         "--tls",
         action="store_true",
         help="serve HTTPS with a certificate authority made for the run; its PEM file "
@@ -75,6 +83,13 @@ def run(args: argparse.Namespace, next_steps: Callable[[Any], Iterable[str]] | N
     except (FaultSpecError, ValueError) as error:
         print(f"repo-analytics sim: error: {error}", file=sys.stderr)
         return 2
+    if not 0 <= args.latency_ms <= MAX_LATENCY_MS:
+        print(
+            f"repo-analytics sim: error: --latency-ms {args.latency_ms:g}: valid from 0 to "
+            f"{MAX_LATENCY_MS}",
+            file=sys.stderr,
+        )
+        return 2
     config = SimConfig(
         edition=args.edition,
         host=args.host,
@@ -92,6 +107,7 @@ def run(args: argparse.Namespace, next_steps: Callable[[Any], Iterable[str]] | N
         server_token=args.server_token,
         tls=args.tls,
     )
+    config.conditions.latency_ms = args.latency_ms
     try:
         sim = Simulator(config).start()
     except (ValueError, OSError) as error:

@@ -17,6 +17,7 @@ DEFAULT_SERVER_TOKEN = "sim-server-token"
 RESTRICTED_USER = "restricted"
 RESTRICTED_PASSWORD = "restricted-pass"
 DEFAULT_WORKSPACE = "sim-workspace"
+MAX_LATENCY_MS = 60_000  # the `latency_ms` condition's largest value: a minute
 
 # Status codes the cloud spec leaves open; each is a documented choice and can be changed.
 CLOUD_STATUS_DEFAULTS = {
@@ -59,6 +60,9 @@ class Conditions:
     commit_default_days: int | None = None  # commit lists' window when no dates are given
     server_parent_id_length: int = 20
     cloud_status: dict[str, int] = field(default_factory=lambda: dict(CLOUD_STATUS_DEFAULTS))
+    # every API answer held this long before it goes out: a host across a network (the
+    # control surface under /_sim/ is never delayed)
+    latency_ms: float = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +98,7 @@ CONDITION_TYPES: dict[str, tuple[type, ...]] = {
     "commit_default_days": (int, type(None)),
     "server_parent_id_length": (int,),
     "cloud_status": (dict,),
+    "latency_ms": (int, float),
 }
 CONDITION_CHOICES = {
     "path_forms": ("both", "short", "long"),
@@ -116,6 +121,10 @@ def check_condition(key: str, value: Any) -> None:
         isinstance(v, int) and not isinstance(v, bool) for v in value.values()
     ):
         raise TypeError(f"condition `{key}` must map names to integers, not {value!r}")
+    if key == "latency_ms" and not (
+        isinstance(value, int | float) and 0 <= value <= MAX_LATENCY_MS
+    ):
+        raise ValueError(f"condition `latency_ms`={value!r}; valid: 0 to {MAX_LATENCY_MS}")
     if key == "app_version" and not re.fullmatch(r"\d+(\.\d+){0,2}", str(value)):
         raise ValueError(f"condition `app_version`={value!r} is not a version such as 5.4.0")
 

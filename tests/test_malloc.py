@@ -82,3 +82,26 @@ def test_nothing_once_pyarrow_is_imported(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv(ARROW_POOL_VARIABLE, raising=False)
     assert system_arrow_pool() is False
     assert ARROW_POOL_VARIABLE not in os.environ
+
+
+def test_a_run_in_process_takes_the_system_pool_and_gives_the_callers_back() -> None:
+    """A caller that imported pyarrow first (its pool pyarrow's default): our run allocates
+    from the system pool; the caller's pool is its default again after the run, also after a
+    run that failed."""
+    import pyarrow as pa
+
+    from pipelines.runs.malloc import system_pool_while_running
+
+    try:
+        callers = pa.mimalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no mimalloc pool to stand for a caller's own")
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(callers)
+    try:
+        with pytest.raises(RuntimeError), system_pool_while_running():
+            assert pa.default_memory_pool().backend_name == "system"
+            raise RuntimeError("the run failed")
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+    finally:
+        pa.set_memory_pool(before)

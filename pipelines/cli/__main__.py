@@ -1,4 +1,4 @@
-"""`python -m pipelines.cli`: the command."""
+"""`python -m pipelines.cli.main`: the command."""
 
 import sys
 

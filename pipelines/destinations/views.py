@@ -152,7 +152,8 @@ def create_views(pipeline: Any) -> list[str]:
     """Create or replace every canonical view whose tables exist; the names created.
 
     Table names are qualified with the dataset (`{d}` in the SQL above); the SQL is DuckDB's,
-    transpiled for other destinations (`pipelines/destinations/views_sql.py`). On a warehouse several
+    transpiled for other destinations (`pipelines/destinations/views_sql.py`). On a warehouse
+    several
     processes may load at once: the views are made under the dataset's load lock.
     """
     dialect = dialect_of(pipeline)

@@ -31,7 +31,8 @@ LOCK_NAMESPACE = "repo_analytics load "
 # (a large self-hosted year: 46 retries, each a traceback in the output). Two at a time: none
 # on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
 # one at a time: +5.7 %). Since a merge reads the load's files itself (no copies into staging
-# beside it, `pipelines/destinations/duckdb/merges.py`), one at a time, with DuckDB's threads to itself:
+# beside it, `pipelines/destinations/duckdb/merges.py`), one at a time, with DuckDB's threads to
+# itself:
 # medium lists years 0.94-0.97x the wall time (self-hosted, 3 interleaved pairs) and
 # 0.87-1.00x (cloud), the self-hosted default settings 0.98-0.99x (2 pairs), their nightly
 # 0.92-1.05x (3 pairs); the large year's default settings 141 s against 145 s, 376 MB against
@@ -121,15 +122,6 @@ def exclusive_load(pipeline: dlt.Pipeline) -> Iterator[None]:
 def lock_key(dataset: str) -> int:
     """A stable 32-bit key per dataset (the same in every process and machine)."""
     return zlib.crc32((LOCK_NAMESPACE + dataset).encode("utf-8"))
-
-
-def locked_load(pipeline: dlt.Pipeline) -> Any:
-    """`pipeline.load()` under the dataset's load lock, `load_workers` jobs at a time."""
-    # the client's configuration only: entering the client would open the DuckDB file or
-    # connect to the warehouse, outside the lock and for nothing
-    workers = load_workers(pipeline, pipeline.destination_client().config)
-    with exclusive_load(pipeline):
-        return pipeline.load(workers=workers)
 
 
 def load_workers(pipeline: dlt.Pipeline, client_config: Any) -> int:

@@ -1,4 +1,5 @@
-"""Backfill windows as partitions of Dagster assets: `dagster dev -m pipelines.integrations.dagster_assets`
+"""Backfill windows as partitions of Dagster assets: `dagster dev -m
+pipelines.integrations.dagster_assets`
 (docs/dagster.md).
 
 One asset per dlt resource of the source, named after the edition and the resource
@@ -9,7 +10,8 @@ A partition's run loads exactly its window, as one window of `repo-analytics bac
 on a pipeline with a working folder of its own (partitions run at once in separate processes),
 then reconciles the window with the API's statistics. A backfill is Dagster's partition
 backfill: one run per partition (`BackfillPolicy.multi_run(1)`), as many at once as the run
-coordinator allows; into Postgres their loads take turns (`pipelines/destinations/warehouse.py`), their
+coordinator allows; into Postgres their loads take turns (`pipelines/destinations/warehouse.py`),
+their
 reads do not. Rerunning a partition reads the window again; merge keys keep it free of
 duplicates. Dagster records which partitions are done, so the window records in dlt's state
 are not consulted.

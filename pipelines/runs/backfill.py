@@ -39,6 +39,7 @@ from pipelines.runs.load import (
     run_settings,
     settle_pending,
 )
+from pipelines.runs.malloc import system_pool_while_running
 from pipelines.runs.progress import Progress
 from sources.repo_analytics import WINDOW_MARKER, RepoAnalyticsConfiguration, RunReport
 from sources.repo_analytics.client.transport import HostGate
@@ -275,6 +276,7 @@ def resumed_window_days(
     return days if closed in finished or days == FORMER_WINDOW_DAYS else None
 
 
+@system_pool_while_running()
 def run_backfill(
     pipeline: dlt.Pipeline,
     since: str | datetime,

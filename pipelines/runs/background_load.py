@@ -22,25 +22,27 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import dlt
 from dlt.common.configuration import inject_section, known_sections
 from dlt.common.configuration.specs.config_section_context import ConfigSectionContext
+from dlt.common.destination.client import LoadJob, RunnableLoadJob
 from dlt.common.destination.exceptions import WithJobError
 from dlt.common.pipeline import LoadInfo
 from dlt.common.runners import pool_runner
+from dlt.common.schema import Schema
 from dlt.destinations.impl.duckdb.configuration import DuckDbConnectionPool
 from dlt.load import Load
-from dlt.load.configuration import LoaderConfiguration
 from dlt.load.exceptions import LoadPackageAborted
 from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.pipeline.pipeline import with_runtime_trace, with_state_sync
 
 from pipelines.destinations.duckdb.file import EXTRACTED_KEPT, waiting
 from pipelines.destinations.warehouse import exclusive_load, load_workers
+from pipelines.runs.dlt_internals import loader_configuration, record_load_run
 from sources.repo_analytics.errors import DuckDBFileHeld
 
 
@@ -58,9 +60,11 @@ class BackgroundLoad:
         wait: float,
         then: Callable[[], object] | None = None,
         beside_reads: bool = False,
+        kept: str = EXTRACTED_KEPT,
     ) -> None:
         self.pipeline = pipeline
         self.wait = wait
+        self.kept = kept  # what a user is told stays, where the DuckDB file stays held
         self.then = then  # run in the thread after a load that did not fail
         self.beside_reads = beside_reads  # another window is read while this one loads
         self.step: Load | None = None
@@ -70,9 +74,8 @@ class BackgroundLoad:
         with load_section(pipeline):
             # the schema the clients are made with is the pipeline's live one: read it here,
             # before the next extract changes it in the calling thread
-            client, staging = pipeline._get_destination_clients()
+            client = pipeline.destination_client()
         self.client_config = client.config
-        self.staging_config = staging.config if staging else None
         self.workers = load_workers(pipeline, client.config)
         self.held = ExitStack()  # the load lock: the calling thread holds it until finish()
         self.held.enter_context(exclusive_load(pipeline))
@@ -81,16 +84,16 @@ class BackgroundLoad:
 
     def _new_step(self) -> Load:
         pipeline = self.pipeline
-        self.step = Load(
-            pipeline._destination,
-            staging_destination=pipeline._staging,
+        # our pipelines load with no staging destination (dlt resolves the configuration
+        # of one a user set)
+        self.step = WindowLoad(
+            pipeline.destination,
+            staging_destination=pipeline.staging,
             collector=pipeline.collector,
             is_storage_owner=False,
-            config=LoaderConfiguration(
-                workers=self.workers, _load_storage_config=pipeline._load_storage_config()
-            ),
+            config=loader_configuration(pipeline, self.workers),
             initial_client_config=self.client_config,
-            initial_staging_client_config=self.staging_config,  # type: ignore[arg-type]
+            initial_staging_client_config=None,  # type: ignore[arg-type]
         )
         return self.step
 
@@ -103,7 +106,7 @@ class BackgroundLoad:
                     with open_between_jobs(self.client_config, self.beside_reads):
                         pool_runner.run_pool(step.config, step)
 
-                waiting(load, self.wait, EXTRACTED_KEPT)
+                waiting(load, self.wait, self.kept)
         except BaseException as error:  # noqa: BLE001 - raised by finish(), in the caller
             self.error = error
         else:
@@ -129,6 +132,36 @@ class BackgroundLoad:
         if self.then_error is not None:
             raise self.then_error
         return info
+
+
+class WindowLoad(Load):
+    """dlt's load step, with the jobs that end as they start completed at once."""
+
+    def start_new_jobs(
+        self, load_id: str, schema: Schema, running_jobs: Sequence[LoadJob]
+    ) -> Sequence[LoadJob]:
+        """dlt's start of new jobs; then the jobs among them that completed as they started
+        (no thread runs them: a Delta table's file jobs, which hand their rows on to a
+        follow-up job, and the state table's) are completed, and the jobs that frees a place
+        for or that follow them are started, as dlt's loop would in its next round. That
+        round comes when a job run in a thread ends, or after a second: with none in a
+        thread, a load into Delta tables, two jobs at a time (`warehouse.load_workers`),
+        waited a second for every two tables. Which jobs run, in what order, and how failures
+        and retries are handled stay dlt's: only completed jobs are completed here."""
+        kept: list[LoadJob] = []
+        started = list(super().start_new_jobs(load_id, schema, running_jobs))
+        while True:
+            ended = [job for job in started if ended_on_start(job)]
+            kept += [job for job in started if not ended_on_start(job)]
+            if not ended:
+                return kept
+            self.complete_jobs(load_id, ended, schema)
+            started = list(super().start_new_jobs(load_id, schema, [*running_jobs, *kept]))
+
+
+def ended_on_start(job: LoadJob) -> bool:
+    """Whether a job completed as it started: one dlt runs in no thread."""
+    return not isinstance(job, RunnableLoadJob) and job.state() == "completed"
 
 
 @contextmanager
@@ -183,12 +216,16 @@ def fewer_threads(connection: Any, threads: int | None) -> Iterator[None]:
 
 
 def load_now(
-    pipeline: dlt.Pipeline, wait: float, then: Callable[[], object] | None = None
+    pipeline: dlt.Pipeline,
+    wait: float,
+    then: Callable[[], object] | None = None,
+    kept: str = EXTRACTED_KEPT,
 ) -> LoadInfo:
-    """`pipeline.load()` under the dataset's load lock, as `warehouse.locked_load`, with a
-    DuckDB file open from the load's first job to its last (`open_between_jobs`), and
-    `then` after it: the background load, waited for at once."""
-    return BackgroundLoad(pipeline, wait, then).finish()
+    """`pipeline.load()` under the dataset's load lock (`warehouse.exclusive_load`), by our
+    load step (`WindowLoad`), with a DuckDB file open from the load's first job to its last
+    (`open_between_jobs`), and `then` after it: the background load, waited for at once.
+    `kept`: what stays where the DuckDB file stays held past `wait`."""
+    return BackgroundLoad(pipeline, wait, then, kept=kept).finish()
 
 
 def load_section(pipeline: dlt.Pipeline) -> Any:
@@ -206,14 +243,14 @@ def load(pipeline: dlt.Pipeline, background: BackgroundLoad) -> LoadInfo:
     if step is None:  # the load step could not even be made
         raise error or RuntimeError("the load did not start")
     if error is None:
-        pipeline._update_last_run_context()  # as pipeline.load() does after a load
+        record_load_run(pipeline)  # as pipeline.load() does after a load
         return step.get_step_info(pipeline)
     if isinstance(error, DuckDBFileHeld):  # past its wait: raised as `waiting` raises it
         raise error
     load_id = error.load_id if isinstance(error, WithJobError) else step.current_load_id
     failed = PipelineStepFailed(pipeline, "load", load_id, error, step.get_step_info(pipeline))
     if isinstance(error, LoadPackageAborted):
-        pipeline._cleanup_aborted_package(error.load_id)
+        pipeline.abort_packages(error.load_id)  # as pipeline.load() cleans up an abort
         if error.job_exception is None:
             return failed.step_info  # type: ignore[return-value]  # an abort asked for
         raise PipelineStepFailed(

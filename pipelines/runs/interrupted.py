@@ -21,6 +21,8 @@ from dlt.common.schema import Schema
 from dlt.common.storages.file_storage import FileStorage
 from dlt.common.storages.load_package import PackageStorage, ParsedLoadJobFileName
 
+from pipelines.runs.dlt_internals import load_storage
+
 DEDUPLICATED: Final = "x-stage-data-deduplicated"  # dlt's table hint for `deduplicated`
 MERGE_JOB_FORMAT: Final = "sql"  # a merge (a follow-up job) reruns whole: it changes no staged row
 
@@ -28,7 +30,7 @@ MERGE_JOB_FORMAT: Final = "sql"  # a merge (a follow-up job) reruns whole: it ch
 def deduplicate_interrupted(pipeline: dlt.Pipeline) -> None:
     """Drop the `deduplicated` declaration of the tables whose copy may have run twice, in
     every normalized package of `pipeline` (call it before their load resumes)."""
-    packages = pipeline._get_load_storage().normalized_packages
+    packages = load_storage(pipeline).normalized_packages
     for load_id in pipeline.list_normalized_load_packages():
         doubtful = interrupted_copies(packages, load_id)
         if not doubtful:

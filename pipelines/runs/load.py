@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import shlex
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -20,9 +19,6 @@ from dlt.common.storages.live_schema_storage import LiveSchemaStorage
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 
 from pipelines.destinations.delta.children import stale_children_pruning
-from pipelines.destinations.delta.first_writes import head_apart
-from pipelines.destinations.delta.merges import ranged_merges
-from pipelines.destinations.delta.writes import small_row_groups
 from pipelines.destinations.duckdb.file import (
     EXTRACTED_KEPT,
     NOTHING_EXTRACTED,
@@ -34,14 +30,13 @@ from pipelines.destinations.duckdb.file import (
     waiting,
     without_file_keys,
 )
-from pipelines.destinations.duckdb.merges import merges_from_files
+from pipelines.destinations.factories import ours
 from pipelines.destinations.views import create_views, has_views
-from pipelines.destinations.warehouse import locked_load
-from pipelines.merge_sql import delete_by_merge_key
 from pipelines.runs.background_load import load_now
+from pipelines.runs.dlt_internals import extracted_packages, load_storage
 from pipelines.runs.interrupted import deduplicate_interrupted
+from pipelines.runs.malloc import system_pool_while_running
 from pipelines.runs.upgrade import adopt_rows, legacy_pipeline
-from pipelines.type_hints import cache_validation_hints
 from sources.repo_analytics import (
     ConfigError,
     RepoAnalyticsConfiguration,
@@ -56,6 +51,7 @@ SCHEMA_NAME = "repo_analytics"  # the source's schema
 NEXT_ITEM_MODE = "extract.next_item_mode"  # dlt's setting: how the extract takes items of resources
 # dlt's setting: how long its extract sleeps when no resource has an item ready (10 ms)
 FUTURES_POLL_INTERVAL = "extract.futures_poll_interval"
+ADD_LOAD_ID = "normalize.parquet_normalizer.add_dlt_load_id"  # dlt's: rows stamped with their load
 EXTRACT_POLL_SECONDS = 0.001
 
 
@@ -90,7 +86,7 @@ def make_pipeline(
     schemas_dir = schemas_dir if schemas_dir is not None else Path.cwd() / SCHEMAS_FOLDER
     return dlt.pipeline(
         pipeline_name=pipeline_name,
-        destination=destination or "duckdb",
+        destination=ours(destination or "duckdb"),
         dataset_name=dataset_name,
         pipelines_dir=pipelines_dir,  # type: ignore[arg-type]  # None: dlt's default
         import_schema_path=str(schemas_dir / "import"),
@@ -139,6 +135,7 @@ def check_dataset_name(name: str) -> None:
         )
 
 
+@system_pool_while_running()
 def run_load(
     pipeline: dlt.Pipeline,
     views: bool = True,
@@ -191,14 +188,6 @@ def extract_run(
     settings = run_settings(source_args)
     wait = lock_wait(settings)  # every opening of a DuckDB file waits
     source_args = without_file_keys(source_args)
-    one_resource_at_a_time()
-    short_extract_polls()
-    load_behaviour(pipeline)
-    # pyarrow's own pool (mimalloc in its Linux wheels) keeps what it freed; the system pool
-    # gives it back. This call moves what pyarrow's Python calls allocate, for callers that
-    # imported pyarrow first (Dagster, a user's pipeline): medium cloud lists year 264-271
-    # against 295-300 MB; the commands also move Arrow's C++ allocations (pipelines/runs/malloc.py)
-    pa.set_memory_pool(pa.system_memory_pool())
     if settle:
         settle_pending(pipeline, wait)
     if restore:
@@ -209,7 +198,8 @@ def extract_run(
     pipeline.activate()  # the source function reads the active pipeline's state
     legacy = legacy_pipeline(pipeline)  # before this run records its source
     source = repo_analytics(report=report, **source_args)
-    pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
+    with run_config(pipeline):
+        pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
     # what the reads freed (their pages, the keys they held) back to the system before the
     # load, which a backfill runs beside its next read: the large self-hosted year's RSS
     # after a half-year window's read 303 -> 231 MB
@@ -222,7 +212,8 @@ def normalize_run(extracted: ExtractedRun, adopt: bool = True) -> None:
     """Normalize the run's package; with `adopt`, a dataset of an older version gets the
     source column (a backfill's later windows need not look again: see `WindowLoads`)."""
     pipeline = extracted.pipeline
-    pipeline.normalize()
+    with run_config(pipeline):
+        pipeline.normalize()
     source_id = extracted.report.source
     if adopt and source_id is not None:
         waiting(
@@ -246,105 +237,41 @@ def run_settings(source_args: dict[str, Any]) -> RepoAnalyticsConfiguration:
     return resolve_settings({k: v for k, v in source_args.items() if k in fields and v is not None})
 
 
-def load_behaviour(pipeline: dlt.Pipeline) -> None:
-    """What every load of ours needs of dlt, set before a package is made or loaded: rows
-    stamped with their load's id, the load loop woken for jobs finished on creation, merges
-    deleting by the merge key alone (`pipelines/merge_sql.py`), schema checks reading each
-    TypedDict's hints once (`pipelines/type_hints.py`); into DuckDB, merges reading the
-    package's Parquet files with no staging copy (`pipelines/destinations/duckdb/merges.py`); into Delta
-    tables, Parquet row groups of a bounded size (`pipelines/destinations/delta/writes.py`), merges that
-    read only the target's range of a fixed column and append the rows beyond it
-    (`pipelines/destinations/delta/merges.py`), and a large write's recent head in a file of its own
-    (`pipelines/destinations/delta/heads.py`; a first write's in `pipelines/destinations/delta/first_writes.py`).
-    Idempotent."""
-    stamp_load_ids()
-    wake_on_finished_jobs()
-    delete_by_merge_key()
-    cache_validation_hints()
-    destination = pipeline.destination
-    if destination is not None and destination.destination_name == "duckdb":
-        merges_from_files()
-    if destination is not None and destination.destination_name == "filesystem":
-        small_row_groups()
-        ranged_merges()
-        head_apart()
+@contextlib.contextmanager
+def run_config(pipeline: dlt.Pipeline) -> Iterator[None]:
+    """dlt's settings our runs need, for the steps of `pipeline` run inside, and only for
+    them: in the section of the pipeline's name (`pipeline_setting`), set in dlt's in-memory
+    config on entry and unset on exit (`dlt.config.values`).
+
+    - Every row carries the id of the load that wrote it (`_dlt_load_id`, which dlt adds to
+      Arrow tables on request): lineage for users, and what replaces a parent's child list
+      on Delta tables (`pipelines/destinations/delta/children.py`).
+    - dlt extracts the resources one after another (`extract.next_item_mode` `fifo`), not an
+      item of each in turn (`round_robin`, its default), unless configured otherwise. Each
+      resource reads its scopes in threads of its own and holds their pages in a bounded
+      queue; in turn, every started resource kept its threads and full queue alive, while
+      the requests were held to `concurrency` anyway by the host's gate.
+    - dlt's extract polls every `EXTRACT_POLL_SECONDS` for items of resources not ready yet,
+      not every 10 ms (its default), unless configured otherwise: every extract ends with
+      one poll once its last resource is done, and dlt extracts a window's package and then
+      its state, each between a window's last page and the next window's first request.
+
+    A setting configured for every pipeline or for this one (a variable, `.dlt/config.toml`)
+    wins over the last two."""
+    values: dict[str, Any] = {pipeline_setting(pipeline, ADD_LOAD_ID): True}
+    for key, value in ((NEXT_ITEM_MODE, "fifo"), (FUTURES_POLL_INTERVAL, EXTRACT_POLL_SECONDS)):
+        scoped = pipeline_setting(pipeline, key)
+        if dlt.config.get(key) is None and dlt.config.get(scoped) is None:
+            values[scoped] = value
+    with dlt.config.values(values):
+        yield
 
 
-def stamp_load_ids() -> None:
-    """Every row carries the id of the load that wrote it (`_dlt_load_id`, which dlt adds to
-    Arrow tables on request): lineage for users, and what replaces a parent's child list on
-    Delta tables (`pipelines/destinations/delta/children.py`). Idempotent; in dlt's in-memory config."""
-    dlt.config["normalize.parquet_normalizer.add_dlt_load_id"] = True
-
-
-def one_resource_at_a_time() -> None:
-    """dlt extracts the resources one after another (its `extract.next_item_mode` `fifo`), not
-    an item of each in turn (`round_robin`, its default), unless configured otherwise.
-
-    Each resource reads its scopes in threads of its own and holds their pages in a bounded
-    queue; in turn, every started resource kept its threads and full queue alive (three at
-    once seen in a self-hosted backfill), while the requests were held to `concurrency`
-    anyway by the host's gate. Medium self-hosted year, default settings (interleaved pairs,
-    load 1.6-2.6): peak RSS 436/445 -> 416/408 MB, wall 0.97x; lists and the cloud within
-    the spread or faster."""
-    unless_configured(NEXT_ITEM_MODE, "fifo")
-
-
-def short_extract_polls() -> None:
-    """dlt's extract polls every `EXTRACT_POLL_SECONDS` (1 ms), not every 10 ms (its
-    default), for items of resources not ready yet, unless configured otherwise.
-
-    The resources here never leave dlt waiting (no async or deferred items), but every
-    extract ends with one poll once its last resource is done, and dlt extracts a window's
-    package and then its state: six 10-ms sleeps in a medium cloud lists year's three windows
-    (63 ms in all, 11 ms at 1 ms; a hook timing them), each between a window's last page and
-    the next window's first request, two in a nightly."""
-    unless_configured(FUTURES_POLL_INTERVAL, EXTRACT_POLL_SECONDS)
-
-
-def unless_configured(key: str, value: Any) -> None:
-    """dlt's setting `key` as `value` in dlt's in-memory config, where no variable or
-    `.dlt/config.toml` sets it (those win). Idempotent."""
-    if dlt.config.get(key) is None:
-        dlt.config[key] = value
-
-
-_WAKE_LOCK = threading.Lock()
-
-
-def wake_on_finished_jobs() -> None:
-    """Let dlt's load loop go on at once when it starts jobs that are finished on creation.
-
-    The loop starts a package's jobs, then waits (up to 1 s) for a pool thread to signal that
-    a job ended. A job that is done when it is made runs in no thread and signals nothing: on
-    Delta tables every first job is such (a Parquet file's job only hands its merge on to a
-    follow-up job; the state table's file is written when the package completes), so every
-    load into the Parquet output slept a whole second. Signalling for those jobs, as a pool
-    thread signals for a job that ended there (completed or failed, not a retry), only wakes
-    the loop to do at once what the timeout would have made it do: which jobs run, in what
-    order, and how failures and retries are handled stay dlt's. Idempotent; with a dlt whose
-    loader keeps no such signal, the loop waits as before."""
-    from dlt.common.destination.client import RunnableLoadJob
-    from dlt.load.load import Load
-
-    def finished_on_creation(job: Any) -> bool:
-        return not isinstance(job, RunnableLoadJob) and job.state() in ("completed", "failed")
-
-    with _WAKE_LOCK:
-        start_new_jobs = Load.start_new_jobs
-        if getattr(start_new_jobs, "wakes_on_finished_jobs", False):
-            return
-
-        def starting(self: Load, *args: Any, **kwargs: Any) -> Any:
-            started = start_new_jobs(self, *args, **kwargs)
-            done_event = getattr(self, "_done_event", None)
-            if done_event is not None and any(finished_on_creation(job) for job in started):
-                with contextlib.suppress(ValueError):  # signalled already: it holds one
-                    done_event.release()
-            return started
-
-        starting.wakes_on_finished_jobs = True  # type: ignore[attr-defined]
-        Load.start_new_jobs = starting  # type: ignore[method-assign]
+def pipeline_setting(pipeline: dlt.Pipeline, key: str) -> str:
+    """dlt's setting `key` in the section of `pipeline`'s name: dlt reads it there first for
+    that pipeline's steps, and never for a pipeline of another name (another dlt pipeline of
+    the process, a notebook's, a Dagster code location's)."""
+    return f"{pipeline.pipeline_name}.{key}"
 
 
 def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
@@ -353,14 +280,14 @@ def settle_pending(pipeline: dlt.Pipeline, wait: float | None = None) -> None:
     finished windows). Loading it makes both true together; dropping it after part of it was
     loaded could leave state in the destination that claims data that is not there. `wait`:
     the longest wait for a DuckDB file another process holds (None: the setting's default)."""
-    load_behaviour(pipeline)
     drop_committed_extracts(pipeline)
     archive_completed_loads(pipeline, wait)
     if pipeline.list_extracted_load_packages():
-        pipeline.normalize()
+        with run_config(pipeline):
+            pipeline.normalize()
     if pipeline.list_normalized_load_packages():
         deduplicate_interrupted(pipeline)  # a copy may have run twice: see the module
-        waiting(lambda: locked_load(pipeline), lock_wait({WAIT_KEY: wait}), PENDING_KEPT)
+        load_now(pipeline, lock_wait({WAIT_KEY: wait}), kept=PENDING_KEPT)
 
 
 def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
@@ -375,7 +302,7 @@ def drop_committed_extracts(pipeline: dlt.Pipeline) -> None:
     }
     leftovers = committed.intersection(pipeline.list_extracted_load_packages())
     if leftovers:
-        extracted = pipeline._get_normalize_storage().extracted_packages
+        extracted = extracted_packages(pipeline)
         for load_id in sorted(leftovers):
             extracted.delete_package(load_id)
 
@@ -387,7 +314,7 @@ def archive_completed_loads(pipeline: dlt.Pipeline, wait: float | None = None) -
     marker, loading the package again recorded its load twice and then failed on every later
     run (dlt refuses to complete a package twice); killed before the marker, it recorded the
     load twice (two `_dlt_loads` rows for one load). `wait`: as in `settle_pending`."""
-    storage = pipeline._get_load_storage()
+    storage = load_storage(pipeline)
     packages = storage.normalized_packages
     for load_id in pipeline.list_normalized_load_packages():
         # dlt records a load only after its jobs all ran

@@ -11,9 +11,11 @@ bodies), at the same wall time.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
+from collections.abc import Iterator
 from typing import Final
 
 M_ARENA_MAX: Final = -8  # glibc's mallopt parameter
@@ -55,3 +57,22 @@ def system_arrow_pool() -> bool:
         return False
     os.environ[ARROW_POOL_VARIABLE] = "system"
     return True
+
+
+@contextlib.contextmanager
+def system_pool_while_running() -> Iterator[None]:
+    """pyarrow's default pool the system's (`pyarrow.system_memory_pool`) while a run of ours
+    is inside, and the pool before it again after: for callers that imported pyarrow before
+    `system_arrow_pool` could set Arrow's variable (Dagster, a user's own program), where this
+    moves what pyarrow's Python calls allocate (Arrow's C++ code keeps the pool it read at
+    import). Measured so, a medium cloud lists year peaked at 264-271 against 295-300 MB. The
+    process's other users of pyarrow get their pool back when the run ends; the commands set
+    the variable, so there it changes nothing."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)

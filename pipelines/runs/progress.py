@@ -2,8 +2,9 @@
 
 Live bars are dlt's tqdm progress collector fed from the runs' own counters (windows with
 an ETA, rows, requests, retries with the wall-clock seconds waited), refreshed twice a second;
-while they are shown, dlt's log lines are written above them rather than through them. Plain
-mode (not a terminal, e.g. cron or CI logs) prints one line per finished window.
+while they are shown, dlt's log lines are written above them rather than through them (tqdm's
+`logging_redirect_tqdm`). Plain mode (not a terminal, e.g. cron or CI logs) prints one line
+per finished window.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from datetime import datetime
 from typing import Any
 
@@ -72,7 +74,9 @@ class WindowLines(Progress):
 
 
 class LiveBars(WindowLines):
-    """dlt's tqdm collector on the terminal, fed by a ticker thread; window lines above it."""
+    """dlt's tqdm collector on the terminal, fed by a ticker thread; window lines and dlt's
+    log lines above it. dlt's logging is set up first (a pipeline made): the redirect gives
+    the lines the format of the handler it stands in for, and puts that handler back after."""
 
     def __init__(self, step: str) -> None:
         super().__init__()
@@ -84,12 +88,16 @@ class LiveBars(WindowLines):
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.ticker = threading.Thread(target=self.tick, name="progress", daemon=True)
+        self.shown_until = ExitStack()  # what __exit__ undoes
 
     def __enter__(self) -> LiveBars:
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
         self.collector.__enter__()
+        self.shown_until.callback(self.bars_closed)
         for name in ("rows", "requests", "retries"):
             self.collector.update(name, 0)
-        logs_above_bars(logging.getLogger("dlt"))
+        self.shown_until.enter_context(logging_redirect_tqdm([logging.getLogger("dlt")]))
         self.ticker.start()
         return self
 
@@ -97,8 +105,16 @@ class LiveBars(WindowLines):
         self.done.set()
         self.ticker.join()
         self.refresh()
-        logs_through_handlers(logging.getLogger("dlt"))
+        self.shown_until.close()
+
+    def bars_closed(self) -> None:
+        """Close the bars, and bring the cursor back to the start of its line. tqdm clears a
+        bar below the first by writing blanks over it and moving up, which leaves the cursor
+        where the blanks ended: the next line printed would start there (a bar as wide as
+        the terminal: at its last column, breaking the line's first letter off)."""
         self.collector.__exit__(None, None, None)  # type: ignore[arg-type]
+        sys.stderr.write("\r")  # where tqdm draws its bars
+        sys.stderr.flush()
 
     def planned(self, windows: int) -> None:
         with self.lock:
@@ -141,46 +157,6 @@ class LiveBars(WindowLines):
                 message=f"waited {now.wait_seconds_wall:.1f} s",
             )
             self.shown = now
-
-
-class LogsAboveBars(logging.Handler):
-    """Writes a log handler's records with `tqdm.write`, which clears the bars, writes the
-    line and draws the bars again below it, instead of writing into the middle of a bar."""
-
-    def __init__(self, inner: logging.Handler) -> None:
-        super().__init__(inner.level)
-        self.inner = inner
-        self.setFormatter(inner.formatter)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        from tqdm import tqdm
-
-        try:
-            tqdm.write(self.format(record), file=getattr(self.inner, "stream", sys.stderr))
-        except Exception:  # noqa: BLE001 - logging's own contract: report, never raise
-            self.handleError(record)
-
-
-def logs_above_bars(logger: logging.Logger) -> None:
-    """Route the logger's console output above the bars. A logger with no handler yet gets
-    one (dlt adopts it when it sets up its logging, and gives it its format)."""
-    handlers = list(logger.handlers) or [logging.StreamHandler()]
-    for handler in handlers:
-        if isinstance(handler, logging.StreamHandler) and not isinstance(
-            handler, logging.FileHandler
-        ):
-            logger.removeHandler(handler)
-            logger.addHandler(LogsAboveBars(handler))
-
-
-def logs_through_handlers(logger: logging.Logger) -> None:
-    """Undo `logs_above_bars`, keeping any format set meanwhile."""
-    for handler in list(logger.handlers):
-        if isinstance(handler, LogsAboveBars):
-            logger.removeHandler(handler)
-            if handler.formatter is not None:
-                handler.inner.setFormatter(handler.formatter)
-            logger.addHandler(handler.inner)
 
 
 def bound(moment: datetime) -> str:

@@ -33,7 +33,6 @@ from pipelines.destinations.warehouse import (
     DUCKDB_LOAD_WORKERS,
     LOCAL_DELTA_LOAD_WORKERS,
     load_workers,
-    locked_load,
 )
 from pipelines.runs.background_load import load_now
 from sources.repo_analytics.config import default_of
@@ -135,7 +134,7 @@ def test_a_bad_value_names_the_key_and_the_valid_ones(value: str) -> None:
 
 
 def job_spans(
-    folder: Path, destination: Any = None, load: Callable[[dlt.Pipeline], Any] = locked_load
+    folder: Path, destination: Any = None, load: Callable[[dlt.Pipeline], Any] | None = None
 ) -> list[tuple[Any, Any]]:
     """Extract and normalize a dozen merged tables, load them with `load` (into a DuckDB
     file, or into Delta tables at `destination`), and return each load job's [started,
@@ -162,7 +161,7 @@ def job_spans(
         ]
     )  # one package: its jobs are the load's to schedule
     pipeline.normalize()
-    info = load(pipeline)
+    info = load(pipeline) if load is not None else load_now(pipeline, 0)
     spans = [
         (job.started_at, job.finished_at)
         for metrics in info.metrics.values()
@@ -198,15 +197,13 @@ def test_dlts_load_workers_setting_wins(tmp_path: Path, monkeypatch: pytest.Monk
     assert most_at_once(job_spans(tmp_path)) > DUCKDB_LOAD_WORKERS
 
 
-@pytest.mark.parametrize("loader", ["background", "locked"])
-def test_a_load_into_local_delta_tables_runs_two_jobs_at_most(tmp_path: Path, loader: str) -> None:
+def test_a_load_into_local_delta_tables_runs_two_jobs_at_most(tmp_path: Path) -> None:
     """Each job a deltalake merge: all at once (dlt's 20), a medium year's loads peaked
-    ~180 MB higher. The backfill's and nightly's load (`load_now`) and the load of pending
-    packages (`locked_load`) alike; dlt's setting still wins."""
+    ~180 MB higher. Every load of ours (`load_now`: the backfill's, the nightly's, the load
+    of pending packages); dlt's setting still wins."""
     lake = dlt.destinations.filesystem(str(tmp_path / "lake"))
-    load = (lambda p: load_now(p, 0)) if loader == "background" else locked_load
     assert LOCAL_DELTA_LOAD_WORKERS == 2
-    assert most_at_once(job_spans(tmp_path, lake, load)) <= LOCAL_DELTA_LOAD_WORKERS
+    assert most_at_once(job_spans(tmp_path, lake)) <= LOCAL_DELTA_LOAD_WORKERS
 
 
 def test_dlts_load_workers_setting_wins_on_delta_tables(

@@ -1,6 +1,8 @@
-"""DuckDB merges read the load's Parquet files themselves (`pipelines/destinations/duckdb/merges.py`): the
+"""DuckDB merges read the load's Parquet files themselves
+(`pipelines/destinations/duckdb/merges.py`): the
 rows dlt's merge through its staging table gives, with nothing written to the staging table.
-Real dlt pipelines into DuckDB files, Arrow tables loaded as Parquet."""
+Real dlt pipelines into DuckDB files through our destination factory, Arrow tables loaded as
+Parquet; dlt's own factory, in the same process, merges through staging."""
 
 from __future__ import annotations
 
@@ -11,9 +13,7 @@ import dlt
 import duckdb
 import pyarrow as pa
 
-from pipelines.destinations.duckdb.merges import merges_from_files
-from pipelines.merge_sql import delete_by_merge_key
-from tests.extractor.helpers import bare_duckdb_pipeline
+from pipelines.destinations.duckdb import merges as duckdb_merges
 
 CHILDREN = {"primary_key": ("parent", "position"), "merge_key": "parent"}
 FIRST = [
@@ -32,18 +32,28 @@ AGAIN = [
 MERGED = [("a", 0, "a0-new"), ("b", 0, "b0"), ("b", 1, "b1"), ("c", 0, "c0")]
 
 
-def merged(folder: Path, loads: list[list[dict[str, Any]]], **hints: Any) -> duckdb.Connection:
-    """A plain pipeline into DuckDB after each list of rows loaded in turn as one Arrow table
-    (a Parquet file) merged into `items`; the file, open read-only."""
-    delete_by_merge_key()
-    merges_from_files()
-    pipeline, db_file = bare_duckdb_pipeline(folder, "merges")
+def merged(
+    folder: Path,
+    loads: list[list[dict[str, Any]]],
+    disposition: Any = "merge",
+    factory: Any = duckdb_merges.duckdb,
+    **hints: Any,
+) -> duckdb.Connection:
+    """A plain pipeline into DuckDB (`factory`: ours) after each list of rows loaded in turn
+    as one Arrow table (a Parquet file) merged into `items`; the file, open read-only."""
+    db_file = folder / "merges.duckdb"
+    pipeline = dlt.pipeline(
+        "merges",
+        destination=factory(str(db_file)),
+        pipelines_dir=str(folder / "pipes"),
+        dataset_name="data",
+    )
     for rows in loads:
         pipeline.run(
             dlt.resource(
                 [pa.Table.from_pylist(rows)],
                 name="items",
-                write_disposition="merge",
+                write_disposition=disposition,
                 columns={"removed": {"data_type": "bool", "hard_delete": True}},
                 **hints,
             ),
@@ -113,11 +123,56 @@ def test_the_merge_run_twice_gives_the_same_rows(tmp_path: Path) -> None:
         assert items(con) == before == MERGED
 
 
-def test_installed_once() -> None:
-    from dlt.destinations.impl.duckdb.duck import DuckDbClient
+def test_dlts_own_destination_merges_through_staging(tmp_path: Path) -> None:
+    """Our client is our pipelines' only: dlt's factory (another pipeline of the process)
+    copies the rows into the staging table, to the same rows."""
+    with merged(tmp_path, [FIRST, AGAIN], factory=dlt.destinations.duckdb, **CHILDREN) as con:
+        assert items(con) == MERGED
+        assert staged_rows(con) == len(AGAIN)
 
-    merges_from_files()
-    installed = DuckDbClient.create_load_job
-    merges_from_files()
-    assert DuckDbClient.create_load_job is installed
-    assert getattr(installed, "from_files", False)
+
+def merge_sql(folder: Path) -> str:
+    """The SQL of the last load's merge of `items`."""
+    loaded = Path(folder, "pipes", "merges", "load", "loaded")
+    (sql_file,) = max(loaded.iterdir()).glob("completed_jobs/items.*.sql")
+    return sql_file.read_text()
+
+
+def delete_statement(sql: str) -> str:
+    return next(line for line in sql.splitlines() if line.startswith("DELETE FROM"))
+
+
+DEDUPLICATED = {"disposition": "merge", "strategy": "delete-insert", "deduplicated": True}
+
+
+def test_declared_unique_children_are_deleted_by_the_merge_key_alone(tmp_path: Path) -> None:
+    """Staged rows declared de-duplicated (as the source declares them), the merge key part
+    of the primary key: the same rows, deleted by the parent alone (no OR of the two keys,
+    which keeps DuckDB from a hash join)."""
+    with merged(tmp_path, [FIRST, AGAIN], disposition=DEDUPLICATED, **CHILDREN) as con:
+        assert items(con) == MERGED
+    condition = delete_statement(merge_sql(tmp_path)).rsplit(" WHERE ", 1)[1]
+    assert condition == 'd."parent" = s."parent")'
+
+
+def test_a_merge_key_outside_the_primary_key_keeps_both(tmp_path: Path) -> None:
+    """When the merge key is not part of the primary key, dlt's two conditions stay: a
+    re-read key replaces its row, and a re-read day replaces every row of the day."""
+    first = [
+        {"id": 1, "day": "mon", "value": "x"},
+        {"id": 2, "day": "tue", "value": "y"},
+        {"id": 3, "day": "wed", "value": "z"},
+    ]
+    again = [{"id": 1, "day": "tue", "value": "x2"}]
+    with merged(tmp_path, [first, again], DEDUPLICATED, primary_key="id", merge_key="day") as con:
+        assert items(con, "id, day, value") == [(1, "tue", "x2"), (3, "wed", "z")]
+    assert " OR " in delete_statement(merge_sql(tmp_path)).rsplit(" WHERE ", 1)[1]
+
+
+def test_undeclared_rows_keep_the_primary_key_to_de_duplicate(tmp_path: Path) -> None:
+    """Staged rows not declared de-duplicated (after an interrupted copy,
+    `pipelines/runs/interrupted.py`): dlt's merge keeps one row per primary key."""
+    twice = [*AGAIN, AGAIN[0]]
+    with merged(tmp_path, [FIRST, twice], **CHILDREN) as con:
+        assert items(con) == MERGED
+    assert " OR " in delete_statement(merge_sql(tmp_path)).rsplit(" WHERE ", 1)[1]

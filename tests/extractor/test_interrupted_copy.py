@@ -1,7 +1,8 @@
 """A load killed right after a merge's commit or a file's copy into staging, before dlt
 recorded the job's end.
 
-Into DuckDB a merge reads the package's Parquet files itself (`pipelines/destinations/duckdb/merges.py`):
+Into DuckDB a merge reads the package's Parquet files itself
+(`pipelines/destinations/duckdb/merges.py`):
 killed between the merge's commit and dlt's record of it, the rerun runs the merge again,
 which deletes what the first inserted. Where dlt copies a file into the staging table first
 (a path a SQL job cannot carry, other destinations), the source's declaration that staged

@@ -1,4 +1,5 @@
-"""The pruning of stale child rows in Delta tables (`pipelines/destinations/delta/children.py`), on real Delta tables:
+"""The pruning of stale child rows in Delta tables (`pipelines/destinations/delta/children.py`), on
+real Delta tables:
 DuckDB's own Parquet reader where it reads a table as Delta does, the table's Arrow dataset
 where it may not (here: a table with partition columns), with the same answer."""
 
@@ -120,7 +121,8 @@ def test_a_child_row_is_stale_when_any_root_has_its_owner_from_a_newer_load(
     ]
 
 
-# the record of the last complete pruning (`pipelines/destinations/delta/pruned_through.py`): load ids of dlt's
+# the record of the last complete pruning (`pipelines/destinations/delta/pruned_through.py`): load
+# ids of dlt's
 # format, as only those are recorded
 L1, L2, L3 = "1795000001.25", "1795000002.5", "1795000003.125"
 PARENTS = ChildList("parents", ("commits",), ("source", "id"), "position")

@@ -1,7 +1,8 @@
 """A large write of a Delta table with its recent head in a file of its own: a first write
 (`pipelines/destinations/delta/first_writes.py`) and rows appended beyond the stored range
-(`pipelines/destinations/delta/merges.py`), by dlt's loads into real Delta tables; where a head begins
-(`pipelines/destinations/delta/heads.py`)."""
+(`pipelines/destinations/delta/merges.py`), by our Delta job
+(`pipelines/destinations/delta/destination.py`) into real
+Delta tables; where a head begins (`pipelines/destinations/delta/heads.py`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from pipelines.destinations.delta.first_writes import head_apart, head_start
+from pipelines.destinations.delta.first_writes import head_start
 from pipelines.destinations.delta.heads import HEAD_SPAN, MIN_ROWS, head_begins, head_bound
-from pipelines.destinations.delta.merges import ranged_merges
 from tests.extractor import test_lake_merges
 from tests.extractor.test_lake_merges import loader, operations
 
@@ -60,8 +60,6 @@ def file_paths(tmp_path: Path) -> set[str]:
 def test_a_large_first_write_holds_its_head_in_a_file_of_its_own(tmp_path: Path) -> None:
     """A first load of more than MIN_ROWS rows over 100 days: two commits, a file of days
     0-66 and one of days 67-99, every row once."""
-    ranged_merges()
-    head_apart()
     load = loader(tmp_path, hinted=True)
     stored = load(spread(COUNT, "first"))
     assert stored == [(i, i % DAYS, "first") for i in range(COUNT)]
@@ -74,8 +72,6 @@ def test_a_large_first_write_holds_its_head_in_a_file_of_its_own(tmp_path: Path)
 def test_a_nightly_merge_into_the_head_leaves_the_older_file_as_it_is(tmp_path: Path) -> None:
     """The look-back's rows loaded again (days 90-99, and a new day 100): only the head's file
     is rewritten; the file of days 0-66 is the same file."""
-    ranged_merges()
-    head_apart()
     load = loader(tmp_path, hinted=True)
     load(spread(COUNT, "first"))
     older = {path for path in file_paths(tmp_path) if path not in head_files(tmp_path)}
@@ -108,8 +104,6 @@ def test_a_first_write_without_the_hint_or_of_few_rows_is_one_file(
     tmp_path: Path, hinted: bool, count: int
 ) -> None:
     """Without the hint, or with at most MIN_ROWS rows: dlt's one write, one file."""
-    ranged_merges()
-    head_apart()
     load = loader(tmp_path, hinted=hinted)
     assert load(spread(count, "first")) == [(i, i % DAYS, "first") for i in range(count)]
     assert files(tmp_path) == [(count, 0, DAYS - 1)]
@@ -119,8 +113,6 @@ def test_the_rerun_after_a_crash_between_the_parts_holds_each_row_once(tmp_path:
     """A kill after the first part's commit leaves the table with the rows before the head;
     the rerun loads the same rows again, now into a table that exists: the head's rows are
     appended (beyond the stored range), the rest merged, each row once."""
-    ranged_merges()
-    head_apart()
     load = loader(tmp_path, hinted=True)
     whole = spread(COUNT, "first")
     # the rows before the head, as the first commit left them: days 0-66 of each 100 ids
@@ -134,8 +126,6 @@ def test_the_rerun_after_a_crash_between_the_parts_holds_each_row_once(tmp_path:
 
 def test_a_first_write_whose_head_no_nightly_re_reads_is_one_file(tmp_path: Path) -> None:
     """A backfill's oldest window (days 0-99 ending 100 days ago): dlt's one write."""
-    ranged_merges()
-    head_apart()
     load = loader(tmp_path, hinted=True)
     old = rows(list(range(COUNT)), [i % DAYS - DAYS for i in range(COUNT)], "old")
     assert len(load(old)) == COUNT
@@ -173,7 +163,6 @@ def test_head_start_is_head_span_before_the_largest_value(tmp_path: Path) -> Non
 def test_rows_appended_beyond_the_stored_range_hold_their_head_apart(tmp_path: Path) -> None:
     """Days 0-9 stored; more than MIN_ROWS rows of days 20-99 loaded (a backfill's last
     window): appended as a file of days 20-66 and one of days 67-99, each row once."""
-    ranged_merges()
     load = loader(tmp_path, hinted=True)
     load(rows(list(range(10)), list(range(10)), "first"))
     ids = list(range(100, 100 + COUNT))

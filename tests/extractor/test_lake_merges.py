@@ -1,5 +1,7 @@
 """Delta merges that read only the target's range of a fixed column
-(`pipelines/destinations/delta/merges.py`): dlt's loads into real Delta tables, with and without the hint."""
+(`pipelines/destinations/delta/merges.py`), by our Delta job
+(`pipelines/destinations/delta/destination.py`): loads into
+real Delta tables, with and without the hint."""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ from typing import Any
 
 import deltalake
 import dlt
-import dlt.common.libs.deltalake as dlt_delta
 import pyarrow as pa
 import pytest
 
-from pipelines.destinations.delta.merges import Appending, fixed_column, ranged_merges, value_range
+from pipelines.destinations.delta import destination as lake_destination
+from pipelines.destinations.delta.merges import Appending, fixed_column, value_range
 from simulator import Simulator
 from sources.repo_analytics.editions import EDITION_SPECS
 from sources.repo_analytics.editions.spec import FIXED_PER_KEY
@@ -44,7 +46,7 @@ def loader(tmp_path: Path, hinted: bool, **columns: dict[str, Any]) -> Any:
     rows."""
     pipeline = dlt.pipeline(
         "lake_merges",
-        destination=dlt.destinations.filesystem(bucket_url=str(tmp_path / "lake")),
+        destination=lake_destination.filesystem(bucket_url=str(tmp_path / "lake")),
         pipelines_dir=str(tmp_path / "pipelines"),
         dataset_name="lake",
     )
@@ -76,9 +78,6 @@ def loader(tmp_path: Path, hinted: bool, **columns: dict[str, Any]) -> Any:
 
 
 def test_a_reloaded_row_replaces_its_stored_copy_and_new_rows_join(tmp_path: Path) -> None:
-    ranged_merges()
-    ranged_merges()  # idempotent: one wrapping
-    assert not getattr(dlt_delta.merge_delta_table.__wrapped__, "ranged", False)
     load = loader(tmp_path, hinted=True)
     load(rows(list(range(10)), list(range(10)), "first"))
     # two stored rows again, a new one, and a new column (the table's schema evolves
@@ -96,7 +95,6 @@ def test_the_merge_matches_only_stored_rows_within_the_loaded_range(
 ) -> None:
     """Row 5's fixed value moves from day 9 to day 2, which the hint rules out: with it, the
     merge of days 1-2 does not read day 9, and row 5 is inserted beside its stored copy."""
-    ranged_merges()
     load = loader(tmp_path, hinted)
     load(rows([1, 5], [1, 9], "first"))
     after = load(rows([1, 5], [1, 2], "second"))
@@ -108,7 +106,6 @@ def test_the_merge_matches_only_stored_rows_within_the_loaded_range(
 
 def test_a_null_in_the_fixed_column_leaves_the_merge_to_dlt(tmp_path: Path) -> None:
     """As above, with a null time in the load: no range, and row 5's one copy is updated."""
-    ranged_merges()
     load = loader(tmp_path, hinted=True)
     load(rows([1, 5], [1, 9], "first"))
     after = load(rows([1, 5, 7], [1, 2, None], "second"))
@@ -140,7 +137,6 @@ def test_rows_beyond_the_stored_range_are_appended_as_a_file_of_their_own(
     """Days 0-9 stored; a load of day 2 again and days 20-21: with the hint, days 20-21 are
     appended in a file of their own and day 2 merged (its file rewritten); without, the merge
     rewrites day 2's file together with the new rows, as one file."""
-    ranged_merges()
     load = loader(tmp_path, hinted)
     load(rows(list(range(10)), list(range(10)), "first"))
     after = load(rows([2, 20, 21], [2, 20, 21], "second"))
@@ -158,7 +154,6 @@ def test_a_load_only_beyond_the_range_appends_and_its_rerun_merges(tmp_path: Pat
     """Rows all beyond the stored range: appended, no merge; the same rows loaded again (a
     rerun after a crash between the append and the merge) lie within the range and are
     merged: each row once."""
-    ranged_merges()
     load = loader(tmp_path, hinted=True)
     load(rows([1, 2], [1, 2], "first"))
     after = load(rows([5, 6], [5, 6], "second"))
@@ -176,7 +171,6 @@ def test_a_stored_time_below_the_statistics_precision_is_merged_not_appended(
     """Delta's file statistics keep a time to the millisecond: a row stored at .000900 s has a
     statistic of .000 s, and its reload at .000900 lies beyond that bound. The margin keeps it
     within: it is merged, one copy."""
-    ranged_merges()
     load = loader(tmp_path, hinted=True)
     late = DAY + timedelta(microseconds=900)
 
@@ -199,7 +193,6 @@ def test_a_stored_time_below_the_statistics_precision_is_merged_not_appended(
 def test_rows_beyond_the_range_marked_deleted_are_not_appended(tmp_path: Path) -> None:
     """A hard-delete column (dlt's `hard_delete` hint): a beyond row marked deleted is left
     out, as dlt's merge leaves out an unmatched deleted row; the others are appended."""
-    ranged_merges()
     load = loader(tmp_path, True, deleted={"data_type": "bool", "hard_delete": True})
     load(rows([1], [1], "first", deleted=[False]))
     after = load(rows([1, 30, 31], [1, 30, 31], "second", deleted=[False, True, None]))

@@ -1,6 +1,9 @@
-"""Delta tables written with bounded row groups (`pipelines/destinations/delta/writes.py`): dlt's first
-write and its merge into real Delta tables, then deltalake's merge with properties of the
-caller's own."""
+"""Delta tables written with bounded row groups (`pipelines/destinations/delta/writes.py`): the
+first write
+and the merge of our Delta job (`pipelines/destinations/delta/destination.py`) into real Delta
+tables, then
+a merge with properties of the caller's own; dlt's own filesystem destination, in the same
+process, writes as dlt does."""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.destinations.delta.writes import COMPRESSION, ROW_GROUP_ROWS, small_row_groups
+from pipelines.destinations.delta import destination as lake_destination
+from pipelines.destinations.delta.merges import RangedTable
+from pipelines.destinations.delta.writes import COMPRESSION, ROW_GROUP_ROWS
 
 ROWS = ROW_GROUP_ROWS * 2 + 1000  # three row groups
 
@@ -32,16 +37,17 @@ def rows(first: int, count: int, label: str) -> pa.Table:
     return pa.table({"id": ids, "label": pa.array([label] * count)})
 
 
-def test_dlt_writes_and_merges_delta_tables_in_bounded_row_groups(tmp_path: Path) -> None:
-    small_row_groups()
-    small_row_groups()  # idempotent: one wrapping
-    assert not getattr(deltalake.DeltaTable.merge.__wrapped__, "small_row_groups", False)
-    pipeline = dlt.pipeline(
+def pipeline_into(tmp_path: Path, destination: Any) -> dlt.Pipeline:
+    return dlt.pipeline(
         "lake_writes",
-        destination=dlt.destinations.filesystem(bucket_url=str(tmp_path / "lake")),
+        destination=destination(bucket_url=str(tmp_path / "lake")),
         pipelines_dir=str(tmp_path / "pipelines"),
         dataset_name="lake",
     )
+
+
+def test_our_delta_job_writes_and_merges_in_bounded_row_groups(tmp_path: Path) -> None:
+    pipeline = pipeline_into(tmp_path, lake_destination.filesystem)
 
     @dlt.resource(
         table_format="delta",
@@ -66,17 +72,29 @@ def test_dlt_writes_and_merges_delta_tables_in_bounded_row_groups(tmp_path: Path
     assert all(g == -(-n // ROW_GROUP_ROWS) and codec == COMPRESSION for n, g, codec in files)
 
 
+def test_dlts_own_destination_writes_as_dlt_does(tmp_path: Path) -> None:
+    """Our job is our pipelines' only: dlt's factory (another pipeline of the process)
+    writes deltalake's one row group."""
+    pipeline = pipeline_into(tmp_path, dlt.destinations.filesystem)
+    pipeline.run(
+        [rows(0, ROWS, "first")],
+        table_name="items",
+        table_format="delta",
+        write_disposition="append",
+    )
+    assert layout(tmp_path / "lake" / "lake" / "items") == [(ROWS, 1, COMPRESSION)]
+
+
 def test_writer_properties_the_caller_gives_are_kept(tmp_path: Path) -> None:
-    small_row_groups()
     deltalake.write_deltalake(str(tmp_path / "t"), rows(0, ROWS, "a"))
-    table = deltalake.DeltaTable(str(tmp_path / "t"))
+    table: Any = RangedTable(deltalake.DeltaTable(str(tmp_path / "t")))
     own = deltalake.WriterProperties(max_row_group_size=ROWS, compression="ZSTD")
     merged = table.merge(
         rows(0, 5, "b"), "t.id = s.id", "s", "t", False, True, own
     )  # positionally, as deltalake allows
     merged.when_matched_update_all().execute()
     assert layout(tmp_path / "t") == [(ROWS, 1, "ZSTD")]
-    table = deltalake.DeltaTable(str(tmp_path / "t"))
+    table = RangedTable(deltalake.DeltaTable(str(tmp_path / "t")))
     table.merge(
         rows(0, 5, "c"),
         "t.id = s.id",

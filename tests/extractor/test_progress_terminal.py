@@ -1,9 +1,10 @@
 """Live progress on a real (pseudo-)terminal: `backfill` with the default `--progress auto`.
 
 The real `repo-analytics` command runs with its stdin, stdout and stderr on a pseudo-terminal
-of 120 x 40 (python's pty module); the test reads everything it wrote, escape sequences
+of 160 x 50 (python's pty module); the test reads everything it wrote, escape sequences
 included, and checks what a terminal would show: the windows bar from the start, retry
-warnings (429s from the simulator) on lines of their own, and seconds waited as a figure.
+warnings (429s from the simulator) on lines of their own, seconds waited as a figure, and
+the summary after the bars from the start of its line.
 """
 
 from __future__ import annotations
@@ -46,15 +47,16 @@ FIRST_WINDOW_LINE = re.compile(rf"window \d+/{WINDOWS} \[")
 WINDOWS_AT_ZERO = re.compile(rf"windows:\s+0%\|[^|\n]*\|\s*0/{WINDOWS}\b")
 # cursor up or down, erase in line, colours: none of them moves the cursor along its line
 IN_PLACE = re.compile(r"\x1b\[[0-9;]*[ABKm]")
+COLUMNS, LINES = 160, 50  # the terminal's size: the bars are as wide
 
 
 def run_on_terminal(
     folder: Path, env: Mapping[str, str], *command: str, timeout: float = 120
 ) -> tuple[int, str]:
-    """The command's exit code and all it wrote to a 120 x 40 pseudo-terminal."""
+    """The command's exit code and all it wrote to a `COLUMNS` x `LINES` pseudo-terminal."""
     folder.mkdir(parents=True, exist_ok=True)
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLUMNS, 0, 0))
     sized = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     process = subprocess.Popen(
         cli_args(folder, *command),
@@ -101,7 +103,9 @@ def test_bars_on_a_terminal_keep_warnings_apart(tmp_path: Path) -> None:
     from the start and again after every retry warning before the first window ends (it is
     not lost under the warning); each warning starts a line of its own and ends it, with no
     bar drawn into it; waited seconds are a figure after the retries (`waited N.N s`), not a
-    bar counting them in `it/s`."""
+    bar counting them in `it/s`; the summary after the bars starts its own line (a bar
+    closed below the first left the cursor where its blanks ended: at the last column, the
+    summary's first letter stood alone there)."""
     with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
         sim.set_faults(
             {
@@ -140,3 +144,7 @@ def test_bars_on_a_terminal_keep_warnings_apart(tmp_path: Path) -> None:
 
     assert not re.search(r"seconds waited: \d+", shown), shown[-3000:]
     assert re.search(r"retries: 2it \[[^\]\n]*waited \d+\.\d s\]", shown), shown[-3000:]
+
+    done = shown.index("backfill done: ")
+    assert done > first_window.start()
+    assert at_line_start(shown, done), repr(shown[done - 400 : done + 40])

@@ -124,7 +124,8 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
     dataset: str,
     tmp_path: Path,
 ) -> None:
-    """Three `dagster asset materialize -m pipelines.integrations.dagster_assets --partition KEY` processes
+    """Three `dagster asset materialize -m pipelines.integrations.dagster_assets --partition KEY`
+    processes
     at once, as three workers run three partitions of a backfill: every setting from the
     environment (dlt config), one dataset; the tables equal the truth of the three weeks,
     each key once. A missing partition start is refused, naming its variable."""
@@ -177,7 +178,8 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
 
 
 def location_env(sim: Simulator, destination: str, **extra: str) -> dict[str, str]:
-    """The environment a user gives `dagster dev -m pipelines.integrations.dagster_assets`: the source's
+    """The environment a user gives `dagster dev -m pipelines.integrations.dagster_assets`: the
+    source's
     settings and the partitions' (`REPO_ANALYTICS_DAGSTER__...`), nothing else."""
     return cli_env(
         sim,

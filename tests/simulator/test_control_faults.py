@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,36 @@ def test_slow_delays_the_normal_answer(make_sim: MakeSim, edition: str) -> None:
     assert elapsed >= 0.3
     assert slow.status_code == 200
     assert slow.content == normal.content
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_latency_delays_every_api_answer_at_once(make_sim: MakeSim, edition: str) -> None:
+    """`latency_ms` holds each API answer (errors too) as long, the same answer; answers to
+    several connections are held side by side, not one after another; the control surface
+    answers at once."""
+    sim = make_sim(edition=edition)
+    params = page_params(sim, 1, 5)
+    normal = get(sim, commits_url(sim), params)
+    assert control(sim, "POST", "conditions", {"latency_ms": 300}).status_code == 200
+    started = time.monotonic()
+    delayed = get(sim, commits_url(sim), params)
+    assert time.monotonic() - started >= 0.3
+    assert delayed.status_code == 200 and delayed.content == normal.content
+    started = time.monotonic()
+    assert get(sim, commits_url(sim), headers={}).status_code == 401
+    assert time.monotonic() - started >= 0.3
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda _: get(sim, commits_url(sim), params).status_code, [0] * 4))
+    assert statuses == [200] * 4
+    assert 0.3 <= time.monotonic() - started < 0.9  # one after another: 1.2 s
+    started = time.monotonic()
+    assert control(sim, "GET", "conditions").json()["latency_ms"] == 300
+    assert time.monotonic() - started < 0.3
+    control(sim, "POST", "conditions", {"latency_ms": 0})
+    started = time.monotonic()
+    assert get(sim, commits_url(sim), params).content == normal.content
+    assert time.monotonic() - started < 0.3
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
@@ -869,6 +900,8 @@ def test_cloud_licence_condition_over_http(make_sim: MakeSim) -> None:
         {"licensed": "no"},
         {"app_version": 5},
         {"path_forms": "sideways"},
+        {"latency_ms": -1},
+        {"latency_ms": "50"},
     ],
 )
 def test_bad_conditions_are_refused_whole(make_sim: MakeSim, body: dict[str, Any]) -> None:
@@ -1010,6 +1043,30 @@ def test_cli_faults_flag_is_applied(cli_hosts: Callable[..., CliHost]) -> None:
     ]
     assert statuses == [503, 200]
     assert host.terminate() == 0
+
+
+def test_cli_latency_flag_is_applied(cli_hosts: Callable[..., CliHost]) -> None:
+    """`--latency-ms` holds every API answer from the first request on."""
+    host = cli_hosts("--edition", "server", "--size", "tiny", "--latency-ms", "300")
+    auth = (host.fields["user"], host.fields["password"])
+    started = time.monotonic()
+    assert requests.get(f"{host.fields['url']}/commits", auth=auth, timeout=10).ok
+    assert time.monotonic() - started >= 0.3
+    assert host.terminate() == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "60001"])
+def test_cli_bad_latency_exits_2(value: str) -> None:
+    """A latency out of range: exit code 2, one line naming it and the valid range."""
+    done = subprocess.run(
+        [CLI, "sim", "--size", "tiny", "--latency-ms", value],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "--latency-ms" in done.stderr and "0 to 60000" in done.stderr
 
 
 def test_cli_custom_cloud_token(cli_hosts: Callable[..., CliHost]) -> None:

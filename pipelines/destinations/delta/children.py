@@ -8,7 +8,8 @@ row together with its complete current list, all stamped with the load's `_dlt_l
 a child row older than the newest load that wrote its parent (at any level) is stale, and is
 deleted after the load. A crash between the load and the pruning is mended by the next run's
 pruning. That pruning reads only the owner rows written since the last complete one, as its
-record says (`pipelines/destinations/delta/pruned_through.py`); with no record that fits, every owner row.
+record says (`pipelines/destinations/delta/pruned_through.py`); with no record that fits, every
+owner row.
 """
 
 from __future__ import annotations

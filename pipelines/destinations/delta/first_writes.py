@@ -1,6 +1,7 @@
 """A large first write of a Delta table in two files: its recent head apart from the rest.
 
-A merge rewrites every file holding a row it matches (`pipelines/destinations/delta/merges.py`), and the
+A merge rewrites every file holding a row it matches (`pipelines/destinations/delta/merges.py`),
+and the
 rows a nightly re-reads lie within its look-back: at the recent end of a column whose value a
 key never changes (`FIXED_PER_KEY`). dlt writes a table's first load as deltalake cuts it, by
 size, in the order the rows came: the self-hosted year's commit exports (one export window,
@@ -11,9 +12,10 @@ rows before the last `lake_heads.HEAD_SPAN` of that column, then the rows within
 nightly's merge rewrites only the head.
 
 Where the head begins comes from the files' row-group statistics (no row is read). Each part
-is streamed from the load job's files with a filter on the column, a batch at a time, and
-dlt's own reader of the files is closed unread (its read-ahead held ~250-300 MB of the
-exports meanwhile): the files are read twice (~0.2 s for the exports' head). The medium
+is streamed from the load job's files with a filter on the column, a batch at a time, not
+through dlt's reader of the files (its read-ahead held ~250-300 MB of the exports): the files
+are read twice (~0.2 s for the exports' head). The write is our Delta job's
+(`pipelines/destinations/delta/destination.py`). The medium
 self-hosted first nightly into Delta (3 interleaved pairs): 6.35-6.83 s against 7.07-7.53 s,
 396-406 MB against 462-513 MB; its backfill's peak 551-590 MB against 498-558 MB.
 
@@ -28,11 +30,7 @@ window peaked ~140 MB higher.
 
 from __future__ import annotations
 
-import functools
-import inspect
-import threading
-from collections.abc import Sequence
-from contextvars import ContextVar
+from collections.abc import Iterator
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
@@ -40,86 +38,23 @@ from typing import Any, Final, NamedTuple
 import pyarrow as pa
 
 from pipelines.destinations.delta.heads import head_begins
-from pipelines.destinations.delta.merges import fixed_column, ranged_type
+from pipelines.destinations.delta.merges import ranged_type
 
 # a part's rows read a batch at a time, none ahead (dlt reads two batches ahead)
 SCAN: Final = MappingProxyType(
     {"batch_size": 65_536, "batch_readahead": 0, "fragment_readahead": 0, "use_threads": False}
 )
 
-_LOCK = threading.Lock()
 
+def written_parts(files: Any, column: str, start: pa.Scalar) -> Iterator[pa.RecordBatchReader]:
+    """The rows of `files` (a dataset of Parquet files) before `start` of `column`, then the
+    rows from it on: each a reader of its own, streamed from the files a batch at a time as
+    it is written (`SCAN`)."""
+    import pyarrow.dataset as pa_dataset
 
-class Job(NamedTuple):
-    """What a Delta load job's writes need of it: its dlt table schema, its files."""
-
-    table_schema: Any
-    file_paths: Sequence[str]
-
-
-# the Delta load job running in this thread
-_JOB: ContextVar[Job | None] = ContextVar("repo_analytics_delta_job", default=None)
-
-
-def head_apart() -> None:
-    """Have dlt's first write of a Delta table with a fixed column (merge disposition) write
-    its head apart (`in_two`). Idempotent."""
-    import dlt.common.libs.deltalake as dlt_delta
-    from dlt.destinations.impl.filesystem.filesystem import DeltaLoadFilesystemJob
-
-    with _LOCK:
-        if getattr(DeltaLoadFilesystemJob.run, "head_apart", False):
-            return
-        DeltaLoadFilesystemJob.run = knowing_its_table(DeltaLoadFilesystemJob.run)  # type: ignore[method-assign]
-        dlt_delta.write_delta_table = in_two(dlt_delta.write_delta_table)
-
-
-def knowing_its_table(run: Any) -> Any:
-    """A Delta load job's `run`, with its table's schema and files known to its writes."""
-
-    @functools.wraps(run)
-    def running(self: Any) -> Any:
-        job = Job(getattr(self, "_load_table", None), getattr(self, "file_paths", ()))
-        token = _JOB.set(job)
-        try:
-            return run(self)
-        finally:
-            _JOB.reset(token)
-
-    running.head_apart = True  # type: ignore[attr-defined]
-    return running
-
-
-def in_two(write: Any) -> Any:
-    """dlt's `write_delta_table`, called for the rows before the head, then for the head
-    (`head_start`), where the running job's table has a fixed column and the write merges;
-    otherwise as it is."""
-    signature = inspect.signature(write)
-
-    @functools.wraps(write)
-    def writing(*args: Any, **kwargs: Any) -> Any:
-        import pyarrow.dataset as pa_dataset
-
-        job = _JOB.get()
-        column = fixed_column(job.table_schema) if job and job.table_schema else None
-        call = signature.bind(*args, **kwargs)
-        merges = call.arguments.get("write_disposition") == "merge"
-        if job is None or column is None or not merges or not job.file_paths:
-            return write(*args, **kwargs)
-        files = pa_dataset.dataset(list(job.file_paths))
-        start = head_start(files, column)
-        if start is None:
-            return write(*args, **kwargs)
-        given = call.arguments["data"]
-        if isinstance(given, pa.RecordBatchReader):
-            given.close()  # read anew by part: its read-ahead would hold the files meanwhile
-        field = pa_dataset.field(column)
-        for condition in (field < start, field >= start):  # a part read as it is written
-            call.arguments["data"] = files.scanner(filter=condition, **SCAN).to_reader()
-            write(*call.args, **call.kwargs)
-        return None
-
-    return writing
+    field = pa_dataset.field(column)
+    for condition in (field < start, field >= start):
+        yield files.scanner(filter=condition, **SCAN).to_reader()
 
 
 def head_start(files: Any, column: str, now: datetime | None = None) -> pa.Scalar | None:

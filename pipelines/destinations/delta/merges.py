@@ -27,7 +27,8 @@ their rounding) matches no stored row: such rows are appended as a file of their
 the others merged. A crash between the two commits is mended by the rerun's load of the same
 rows: they lie within the range then, and are merged. Appended rows whose recent head a
 nightly re-reads (a backfill's last window) are two files, the head apart
-(`pipelines/destinations/delta/heads.py`): the medium self-hosted lists' nightly merges copied 50,948 rows
+(`pipelines/destinations/delta/heads.py`): the medium self-hosted lists' nightly merges copied
+50,948 rows
 instead of 115,833 (3 pairs: their load 0.26-0.32 s against 0.37-0.38 s), the default
 settings' 181,647 instead of 408,536 (0.72-1.04 s against 1.06-1.14 s, 373-382 MB against
 388-396 MB).
@@ -35,9 +36,6 @@ settings' 181,647 instead of 408,536 (0.72-1.04 s against 1.06-1.14 s, 373-382 M
 
 from __future__ import annotations
 
-import functools
-import inspect
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -50,47 +48,9 @@ from pipelines.destinations.delta.heads import head_begins
 from pipelines.destinations.delta.writes import writer_properties
 from sources.repo_analytics.editions.spec import FIXED_PER_KEY
 
-_LOCK = threading.Lock()
 # Delta's file statistics keep a timestamp to the millisecond: a stored value may lie up to
 # this far beyond the statistics' bound
 STATISTICS_MARGIN: Final = timedelta(milliseconds=1)
-
-
-def ranged_merges() -> None:
-    """Have dlt's Delta merges of the process read only the target's range of a table's
-    fixed column (`FIXED_PER_KEY`). Idempotent."""
-    import dlt.common.libs.deltalake as dlt_delta
-
-    with _LOCK:
-        if getattr(dlt_delta.merge_delta_table, "ranged", False):
-            return
-        dlt_delta.merge_delta_table = within_range(dlt_delta.merge_delta_table)
-
-
-def within_range(merge: Any) -> Any:
-    """dlt's `merge_delta_table`, merging into the target through `RangedTable` where the
-    table has a fixed column and the loaded rows a range of it."""
-    signature = inspect.signature(merge)
-
-    @functools.wraps(merge)
-    def merging(*args: Any, **kwargs: Any) -> Any:
-        call = signature.bind(*args, **kwargs)
-        if not {"table", "data", "schema"} <= call.arguments.keys():
-            return merge(*args, **kwargs)  # a dlt whose merge takes other arguments: its own
-        schema = call.arguments["schema"]
-        column = fixed_column(schema)
-        if column is not None:
-            data = call.arguments["data"]
-            if isinstance(data, pa.RecordBatchReader):
-                data = call.arguments["data"] = data.read_all()
-            if value_range(data, column) is not None:
-                call.arguments["table"] = RangedTable(
-                    call.arguments["table"], column, appending(schema)
-                )
-        return merge(*call.args, **call.kwargs)
-
-    merging.ranged = True  # type: ignore[attr-defined]
-    return merging
 
 
 def fixed_column(table_schema: Any) -> str | None:
@@ -208,18 +168,24 @@ class NothingToMerge:
 
 
 class RangedTable:
-    """A Delta table whose merges match only target rows within the merged rows' range of
-    `column`, and append (`appending`) the rows beyond the stored range instead of merging
-    them; the rest of the table as it is."""
+    """A Delta table whose merges write with our writer properties (where the caller gives
+    none), match only target rows within the merged rows' range of `column` (where given),
+    and append (`appending`) the rows beyond the stored range instead of merging them; the
+    rest of the table as it is. What dlt's `merge_delta_table` is handed as its table
+    (`lake_destination.merge`)."""
 
-    def __init__(self, table: Any, column: str, append: Appending | None = None) -> None:
+    def __init__(
+        self, table: Any, column: str | None = None, append: Appending | None = None
+    ) -> None:
         self._table = table
         self._column = column
         self._append = append
 
     def merge(self, source: Any, predicate: str, *args: Any, **kwargs: Any) -> Any:
+        if not args and kwargs.get("writer_properties") is None:
+            kwargs["writer_properties"] = writer_properties()
         alias = kwargs.get("target_alias")
-        if not alias:  # dlt names its target; without a name the column would be ambiguous
+        if not alias or self._column is None:  # dlt names its target: the column is its
             return self._table.merge(source, predicate, *args, **kwargs)
         if isinstance(source, pa.RecordBatchReader):
             source = source.read_all()
@@ -237,7 +203,7 @@ class RangedTable:
     def _append_beyond(self, source: pa.Table, append: Appending) -> pa.Table:
         """Appends the rows of `source` beyond the stored range (those `append` inserts);
         returns the rest, to merge."""
-        if self._column not in source.column_names:
+        if self._column is None or self._column not in source.column_names:
             return source
         stored = stored_range(self._table, self._column)
         if stored is None:

@@ -37,6 +37,7 @@ from dlt.common.libs.sql_alchemy_shims import URL
 from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
 from pipelines.destinations.duckdb.file import MEMORY_KEY
+from pipelines.destinations.duckdb.merges import duckdb
 from sources.repo_analytics.config import SECTION, default_of
 from sources.repo_analytics.errors import ConfigError
 
@@ -100,7 +101,7 @@ def duckdb_destination(path: str, limit: str | None, pipeline_name: str) -> Any:
         )
     ours = {**LOAD_SETTINGS, **({} if limit is None else {"memory_limit": limit})}
     credentials.global_config = {**ours, **(credentials.global_config or {})}
-    return dlt.destinations.duckdb(credentials)
+    return duckdb(credentials)  # ours: its merges read the load's files (duckdb_merges)
 
 
 def connection_config(limit: str | None) -> dict[str, Any]:

@@ -305,7 +305,8 @@ ERROR_RULES: Final = (
 # The error body, also when it comes with 200 (a host or proxy wrapping errors): never data.
 ERROR_ENVELOPE: Final = ErrorEnvelope("type", "error")
 
-# The canonical views (pipelines/destinations/views.py): this edition's SELECT of each view's columns.
+# The canonical views (pipelines/destinations/views.py): this edition's SELECT of each view's
+# columns.
 # The list tables of every level, in one shape: scope keys are the statistics tables' own
 # (`slug`, user uuid); the top level's is NULL (one per workspace).
 # (level, scope expression over the level's list table `c`)

@@ -333,7 +333,8 @@ ERROR_RULES: Final = (
 # The error body shared by all errors, also when it comes with 200: never data.
 ERROR_ENVELOPE: Final = ErrorEnvelope("errors")
 
-# The canonical views (pipelines/destinations/views.py): this edition's SELECT of each view's columns.
+# The canonical views (pipelines/destinations/views.py): this edition's SELECT of each view's
+# columns.
 # The list tables of every level, in one shape: scope keys are the statistics tables' own
 # (`KEY/slug`, user slug, project key); the top level's is NULL (one per host).
 # (level, scope expression over the level's list table `c`)

@@ -164,7 +164,8 @@ class Endpoint:
     # A column whose value a row's key never changes (a commit's time, a pull request's
     # creation), declared to dlt with the `FIXED_PER_KEY` hint, on the children that carry it
     # too: a Delta merge then reads only the target rows within the load's range of it
-    # (`pipelines/destinations/delta/merges.py`). An export's, only where its rows have their natural key.
+    # (`pipelines/destinations/delta/merges.py`). An export's, only where its rows have their
+    # natural key.
     fixed_column: str | None = None
 
     @property

@@ -167,7 +167,8 @@ def emit(
 def hand_over(ctx: ReadContext, table: pa.Table, hints: Any) -> Iterator[Batch]:
     """`table` led by the source column, with its hints, unless empty. Where the destination
     upserts (Delta tables), hard-delete marker rows are dropped: a Delta table stores them on
-    its first load, and an emptied list is pruned after the load instead (`pipelines/destinations/delta/children.py`)."""
+    its first load, and an emptied list is pruned after the load instead
+    (`pipelines/destinations/delta/children.py`)."""
     if ctx.plan.merge_strategy == "upsert" and REMOVED in table.column_names:
         table = table.filter(pc.invert(table.column(REMOVED)))
     if table.num_rows:
