@@ -77,10 +77,11 @@ def test_secrets_file_is_ignored_and_an_example_is_committed() -> None:
 
 def test_every_table_and_config_key_is_documented() -> None:
     """Every table of every edition in the resources page (and in the README's table of
-    them), and every argument of the source in the configuration page."""
+    them), and every setting of the source in the configuration page."""
     import inspect
 
     from sources.repo_analytics import EDITION_SPECS, repo_analytics
+    from sources.repo_analytics.config import setting_keys
 
     resources, configuration = page("resources.md"), page("configuration.md")
     for spec in EDITION_SPECS.values():
@@ -92,21 +93,11 @@ def test_every_table_and_config_key_is_documented() -> None:
                 assert f"`{table}`" in resources, table
                 short = "`_" + table.rsplit("_", 1)[1] + "`"  # `_global`: the README's short form
                 assert f"`{table}`" in README or short in README, table
-    # set by our own pipelines, not by users
-    internal = {
-        "report",
-        "now",
-        "backfill_window",
-        "merge_strategy",
-        "host_gate",
-        "range_discovery",
-    }
+    for key in setting_keys():
+        assert f"`{key}`" in configuration, key
+    # the settings are listed once (the config spec), not again as the source's parameters
     parameters = inspect.signature(repo_analytics.__wrapped__).parameters  # type: ignore[attr-defined]
-    for name in parameters:
-        if name == "retry":
-            assert "`retry.max_attempts`" in configuration
-        elif name not in internal:
-            assert f"`{name}`" in configuration, name
+    assert list(parameters) == ["config", "run", "settings"]
 
 
 # An absolute path that only some machine has: the temp folder, a home folder, a venv, a

@@ -38,8 +38,10 @@ from pipelines.runs.interrupted import deduplicate_interrupted
 from pipelines.runs.malloc import system_pool_while_running
 from pipelines.runs.upgrade import adopt_rows, legacy_pipeline
 from sources.repo_analytics import (
+    RUN_KEYS,
     ConfigError,
     RepoAnalyticsConfiguration,
+    RunContext,
     RunReport,
     repo_analytics,
 )
@@ -193,11 +195,10 @@ def extract_run(
     if restore:
         restore_state(pipeline, wait)
     import_once(pipeline)
-    if pipeline.destination.destination_name == "filesystem":
-        source_args = {"merge_strategy": "upsert", **source_args}
     pipeline.activate()  # the source function reads the active pipeline's state
     legacy = legacy_pipeline(pipeline)  # before this run records its source
-    source = repo_analytics(report=report, **source_args)
+    run = RunContext(report, **{k: source_args.pop(k) for k in RUN_KEYS if k in source_args})
+    source = repo_analytics(run=run, **source_args)
     with run_config(pipeline):
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
     # what the reads freed (their pages, the keys they held) back to the system before the

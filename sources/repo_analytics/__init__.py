@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import dlt
 from dlt.extract.resource import DltResource
@@ -33,13 +33,9 @@ from .reading.items import read_scope, source_items, stored_cursor
 from .reading.origin import SOURCE_STATE_KEY, check_state_source
 from .reading.plan import RunPlan, build_plan, resolve_settings
 from .reading.planned import planned_reads
-from .reading.scopes import (
-    CURSOR_COLUMN_STATE_KEY,
-    CURSOR_STATE_KEY,
-    SCOPES_STATE_KEY,
-    RangeDiscovery,
-)
+from .reading.scopes import CURSOR_COLUMN_STATE_KEY, CURSOR_STATE_KEY, SCOPES_STATE_KEY
 from .report import RunReport
+from .run_context import RUN_KEYS, RunContext
 
 __all__ = [
     "ConfigError",
@@ -50,6 +46,8 @@ __all__ = [
     "WINDOW_MARKER",
     "RetryBudgetExhausted",
     "RunPlan",
+    "RUN_KEYS",
+    "RunContext",
     "RunReport",
     "SkippableApiError",
     "repo_analytics",
@@ -60,122 +58,42 @@ WINDOW_MARKER = "backfill_windows"
 
 @dlt.source(name="repo_analytics", max_table_nesting=0, spec=ResolvedInTheSource)
 def repo_analytics(
-    edition: Optional[str] = None,
-    base_url: Optional[str] = None,
-    api_prefix: Optional[str] = None,
-    ca_bundle: Optional[str] = None,
-    workspace: Optional[str] = None,
-    projects: Optional[Union[list[str], str]] = None,
-    levels: Optional[Union[list[str], str]] = None,
-    resources: Optional[Union[list[str], str]] = None,
-    repositories: Optional[Union[list[str], str]] = None,
-    users: Optional[Union[list[str], str]] = None,
-    start_date: Optional[str] = None,
-    end_date: Optional[str] = None,
-    lookback_days: Optional[float] = None,
-    page_size: Optional[int] = None,
-    statistics_period: Optional[str] = None,
-    concurrency: Optional[int] = None,
-    with_files: Optional[bool] = None,
-    retry: Optional[dict[str, Any]] = None,
-    token: Optional[str] = None,
-    username: Optional[str] = None,
-    password: Optional[str] = None,
-    report: Optional[RunReport] = None,
-    now: Optional[datetime] = None,
-    backfill_window: Optional[dict[str, Any]] = None,
-    merge_strategy: Optional[str] = None,
-    host_gate: Optional[HostGate] = None,
-    range_discovery: Optional[RangeDiscovery] = None,
+    config: Optional[RepoAnalyticsConfiguration] = None,
+    run: Optional[RunContext] = None,
+    **settings: Any,
 ) -> Iterator[DltResource]:
     """Commits, pull requests, statistics and users of one host, as dlt resources.
 
-    The settings (`edition` to `password`) are those of `RepoAnalyticsConfiguration`, where
-    each one's type, default and valid values are declared: an argument given here (not None)
-    wins over `.dlt/`, `.dlt/secrets.toml` and the environment. The arguments after them are
-    set by the pipelines, never by config.
+    The settings are those of `RepoAnalyticsConfiguration`, where each one's type, default and
+    valid values are declared once (`docs/configuration.md` lists them): dlt resolves them from
+    `.dlt/config.toml`, `.dlt/secrets.toml` and the `SOURCES__REPO_ANALYTICS__<KEY>`
+    variables. A setting given here wins, by name (`repo_analytics(edition="cloud",
+    base_url=...)`) or in an already resolved `config`.
 
     Args:
-        edition: `cloud` or `server`.
-        base_url: the host, e.g. `https://analytics.example.com`.
-        api_prefix: the API path prefix; the edition's default when empty.
-        ca_bundle: the PEM file of the CAs an HTTPS host is verified against.
-        workspace: the cloud workspace slug.
-        projects: self-hosted: `all` (discovered) or project keys.
-        levels: levels to read (cloud: workspace, repository, user); all by default.
-        resources: resource families to read (commits, pull_requests, ...); all by default.
-        repositories: `all` (discovered) or repository slugs (self-hosted: `KEY/slug`).
-        users: `all` (cloud: the user list; self-hosted: users seen in the global lists) or
-            user uuids (cloud) or user slugs (self-hosted).
-        start_date: the first instant of a first run (default: 30 days before `end_date`).
-        end_date: the frozen upper bound (default: now, at the start of the run).
-        lookback_days: how far before each cursor every run re-reads, for late data.
-        page_size: page size; the edition's maximum by default.
-        statistics_period: month (default), week or day: the grain of statistics rows.
-        concurrency: how many scopes each resource (and single commits) reads at once, and
-            the most requests open to the host at once.
-        with_files: self-hosted: fetch each new commit's per-file line changes.
-        retry: retry settings (max_attempts, max_wait_seconds, total_wait_seconds, ...); from
-            config, `[sources.repo_analytics.retry]` or `SOURCES__REPO_ANALYTICS__RETRY__<KEY>`.
-        token: the access token (secret).
-        username: the self-hosted user name, with `password` (secret).
-        password: the self-hosted password (secret).
-        report: where this run's counts and skips are recorded.
-        now: the clock, for tests; the wall clock otherwise.
-        backfill_window: set by the backfill: `{"key": ..., "signature": {...}}`. The run
-            reads exactly [start_date, end_date) without touching the nightly cursors, and
-            records the window as finished in the same load. The last window of a backfill
-            that reaches the clock also has `"seed": {resource: [scope keys]}`, the scopes
-            of its earlier windows: with its own, their nightly cursors move up to
-            `end_date` in the same load, unless a scope is skipped: the first nightly
-            then reads only its look-back.
-        merge_strategy: set by the pipeline: `upsert` where the destination has no
-            delete-insert (Delta tables on a filesystem).
-        host_gate: set by the backfill: one gate shared by the windows running at once, so
-            429 waits and the `concurrency` bound on open requests hold across all of them.
-        range_discovery: set by the backfill: users discovered once over its whole range,
-            read by every window (a window's own lists miss users active in it only under
-            alias e-mails).
+        config: settings to start from (e.g. resolved once by the caller): its values win
+            over dlt's config providers.
+        run: the pipelines' plumbing for this run (report, clock, backfill window, ...);
+            left out in a user's own pipeline.
+        **settings: any setting by name; a name that is no setting is refused.
 
     Yields:
         One resource per selected endpoint and level.
     """
-    settings = resolve_settings(
-        {
-            key: value
-            for key, value in {
-                "edition": edition,
-                "base_url": base_url,
-                "api_prefix": api_prefix,
-                "ca_bundle": ca_bundle,
-                "workspace": workspace,
-                "projects": projects,
-                "levels": levels,
-                "resources": resources,
-                "repositories": repositories,
-                "users": users,
-                "start_date": start_date,
-                "end_date": end_date,
-                "lookback_days": lookback_days,
-                "page_size": page_size,
-                "statistics_period": statistics_period,
-                "concurrency": concurrency,
-                "with_files": with_files,
-                "retry": retry,
-                "token": token,
-                "username": username,
-                "password": password,
-            }.items()
-            if value is not None
-        }
-    )
-    spec = edition_spec(settings.edition)
+    run = run if run is not None else RunContext()
+    resolved = resolve_settings(given_settings(config, settings))
+    spec = edition_spec(resolved.edition)
+    backfill_window = run.backfill_window
     plan = build_plan(
         spec,
-        {**settings, "backfill": backfill_window is not None, "merge_strategy": merge_strategy},
-        now,
+        {
+            **resolved,
+            "backfill": backfill_window is not None,
+            "merge_strategy": run.merge_strategy or destination_merge_strategy(),
+        },
+        run.now,
     )
-    run_report = report if report is not None else RunReport()
+    run_report = run.report
     run_report.source = plan.source
     # a pipeline's cursors and windows are one source's: another's would skip its data
     check_state_source(
@@ -186,9 +104,9 @@ def repo_analytics(
         plan.start if plan.backfill else max(plan.start, plan.until - plan.lookback),
         plan.until,
     )
-    client = edition_client(plan, run_report, host_gate or HostGate(plan.concurrency))
+    client = edition_client(plan, run_report, run.host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
-    for endpoint, scopes in planned_reads(ctx, range_discovery):
+    for endpoint, scopes in planned_reads(ctx, run.range_discovery):
         if endpoint.cursor:
             run_report.planned[endpoint.name] = {scope.key for scope in scopes}
         yield endpoint_resource(ctx, endpoint, scopes)
@@ -202,6 +120,28 @@ def repo_analytics(
             run_report,
             None if seed is None else (seed, plan.until),
         )
+
+
+def given_settings(
+    config: RepoAnalyticsConfiguration | None, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The settings given to the source: `settings` by name over `config`'s values. A name
+    that is no setting raises `ConfigError` naming the valid ones."""
+    fields = RepoAnalyticsConfiguration.get_resolvable_fields()
+    for key, value in settings.items():
+        if key not in fields:
+            raise ConfigError(key, value, "no such setting; the settings: " + ", ".join(fields))
+    given = {key: getattr(config, key) for key in fields} if config is not None else {}
+    return {key: value for key, value in {**given, **settings}.items() if value is not None}
+
+
+def destination_merge_strategy() -> str | None:
+    """`upsert` where the active pipeline's destination has no delete-insert (Delta tables on
+    a filesystem, where dlt's merge upserts by primary key); dlt's default otherwise."""
+    destination = dlt.current.pipeline().destination
+    if destination is not None and destination.destination_name == "filesystem":
+        return "upsert"
+    return None
 
 
 def move_cursors(
