@@ -6,7 +6,8 @@
 - `docs/commands.md`: every command and option, from the `repo-analytics` argparse parser.
 
 Each page keeps its hand-written prose; only the part between the two marker comments is
-generated. Run it after changing a setting or a flag (`tests/test_docs.py` fails while a page
+generated. Run it after changing a setting or a flag (`tests/project/test_docs.py` fails while a
+page
 is not current):
 
     python docs/generate.py          # rewrite the generated parts

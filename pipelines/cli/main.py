@@ -7,24 +7,10 @@ import gc
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from pipelines.cli.commands import (
-    backfill_command,
-    check_command,
-    load_command,
-    reset_command,
-    sim_next_steps,
-    state_command,
-)
 from pipelines.cli.exits import EXIT_CONFIG, guarded
-from pipelines.cli.parser import (
-    build_parser,
-)
+from pipelines.cli.parser import build_parser
 from pipelines.runs.malloc import limit_malloc_arenas, system_arrow_pool
-
-if TYPE_CHECKING:
-    pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +18,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     limit_malloc_arenas()  # before a run's threads start (see pipelines/runs/malloc.py)
+    # the commands import dlt and pyarrow: only once Arrow's pool is chosen
+    from pipelines.cli.commands import (
+        backfill_command,
+        check_command,
+        load_command,
+        reset_command,
+        sim_next_steps,
+        state_command,
+    )
+
     logging.getLogger("dlt").setLevel(args.log_level)
     if args.command == "sim":
         from simulator.cli import run

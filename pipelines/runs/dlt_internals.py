@@ -1,7 +1,8 @@
 """The private names of dlt this project uses: here, and nowhere else in it.
 
 Checked against dlt 1.31.0. The project pins dlt to that minor (`>=1.31,<1.32` in
-pyproject.toml), and `tests/test_dlt_pin.py` fails when another minor is installed: before the
+pyproject.toml), and `tests/project/test_dlt_pin.py` fails when another minor is installed: before
+the
 pin moves, check each name below against the new release (its signature and what it does).
 `docs/decisions/dlt-patches.md` records why nothing else of dlt's is reached into.
 

@@ -19,11 +19,11 @@ import pytest
 from pipelines.destinations.duckdb import DEFAULT_DUCKDB
 from pipelines.integrations.dagster_assets import resolve_partitions, window_assets
 from simulator import Simulator
-from tests.extractor.conftest import FAST_RETRY
-from tests.extractor.helpers import from_z
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env
+from tests.runs.test_backfill import assert_rows_equal_truth, cli_env
 from tests.scaleout.conftest import PostgresServer
 from tests.scaleout.test_postgres import reader
+from tests.support.helpers import from_z
+from tests.support.loader import FAST_RETRY
 
 PARTITIONS = ("2026-05-04", "2026-05-11", "2026-05-18")  # Mondays: weekly windows
 RANGE = (datetime(2026, 5, 4, tzinfo=UTC), datetime(2026, 5, 25, tzinfo=UTC))

@@ -17,7 +17,7 @@ import psycopg2
 
 from pipelines.destinations.warehouse import lock_key
 from simulator import Simulator
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_args, cli_env, run_cli
+from tests.runs.test_backfill import assert_rows_equal_truth, cli_args, cli_env, run_cli
 from tests.scaleout.conftest import PASSWORD, PostgresServer
 
 CLOCK = "2026-06-01T00:00:00+00:00"  # the simulators' fixed clock (tests/conftest.py)
