@@ -134,3 +134,39 @@ def test_history_is_out_of_the_way() -> None:
     assert histories, "bench/results/HISTORY.md says where the history went"
     for history in histories:
         assert len(history.read_text(encoding="utf-8").splitlines()) <= 300, history
+
+
+# the folders the architecture page's tables name relative to a package
+PACKAGES = (
+    "sources/repo_analytics",
+    "pipelines",
+    "pipelines/destinations",
+    "pipelines/integrations",
+)
+
+
+def named_paths(text: str) -> list[str]:
+    """Every backticked file or folder name of a page: `a/`, `a/b.py`, `b.py`."""
+    return re.findall(r"`([\w./-]*/|[\w/-]+\.py)`", text)
+
+
+def test_every_folder_and_module_the_architecture_page_names_exists() -> None:
+    """The module map stays true: a folder or module renamed or gone fails here, with its
+    name. A name of the tree's top (`pipelines/cli/`) is a path; a short one (`editions/`,
+    `check.py`) exists in one of the packages or, for a module, somewhere in the tree."""
+    text = (DOCS / "architecture.md").read_text()
+    names = named_paths(text)
+    assert "pipelines/reconcile/" in names and "editions/" in names and "paging.py" in names
+    every_module = {p.name for p in ROOT.glob("[ps]*/**/*.py")} | {"generate.py"}
+    missing = []
+    for name in names:
+        if name == "./":
+            continue
+        if (ROOT / name).exists():
+            continue
+        if name.endswith("/") and any((ROOT / p / name).is_dir() for p in PACKAGES):
+            continue
+        if name.endswith(".py") and "/" not in name and name in every_module:
+            continue
+        missing.append(name)
+    assert missing == []
