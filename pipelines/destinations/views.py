@@ -4,7 +4,7 @@ Each view is a UNION ALL of the SELECTs the editions' tables give it (`EditionSp
 over the tables that exist; an edition that was not loaded simply contributes nothing. A
 SELECT may also read an optional table (`{optional:name}`, `EditionSpec.optional_tables`):
 the table when it was loaded with the columns the SELECT needs, else an empty stand-in with
-those columns. The README lists each column's source.
+those columns. docs/views.md lists each column's source.
 
 The SQL is DuckDB's; other SQL destinations (Postgres) get it transpiled
 (`pipelines/destinations/views_sql.py`): the same names, columns and values on each.
@@ -71,7 +71,7 @@ DERIVED: Final[dict[str, str]] = {
                count(*) FILTER (WHERE resolved_at_source = 'updated_at')
                    AS resolutions_from_updated_at
         FROM {d}.pull_requests WHERE state <> 'OPEN' GROUP BY ALL""",
-    # The statistics endpoints' daily series, from the lists (README: Statistics grain and
+    # The statistics endpoints' daily series, from the lists (docs/views.md: Statistics grain and
     # derived daily series). Sums are BIGINT, as the statistics tables' columns.
     "daily_commit_activity": """
         SELECT source, edition, level, scope, day, day_basis, count(*) AS commits,

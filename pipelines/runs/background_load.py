@@ -5,7 +5,7 @@ little, and the next window's reading is Python work that waits on the network: 
 side, a year of the medium cloud lists took 0.89x the wall time (3 interleaved pairs), the
 medium self-hosted year with default settings 0.94x (2 pairs), peak RSS within the spread
 (cloud lists 322-341 against 323 MB, self-hosted defaults 428/430 against 433/424 MB;
-README "Backfill speed").
+docs/performance.md).
 
 `pipeline.load()` itself cannot run beside `pipeline.extract()`: both keep the pipeline's
 runtime trace and state on the pipeline object. So dlt's load step (`Load`, the runnable

@@ -70,5 +70,5 @@ def check_state_source(
 
 def is_legacy_state(state: Mapping[str, Any]) -> bool:
     """State written before sources were recorded: resources read, no source named. Its
-    dataset was loaded from one source, this pipeline's (README: upgrading)."""
+    dataset was loaded from one source, this pipeline's (pipelines/runs/upgrade.py)."""
     return bool(state.get("resources")) and not state.get(SOURCE_STATE_KEY)
