@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
 import pyarrow as pa
 
-from .errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
+from .errors import DowngradeLinkError, EndlessList, FatalApiError, UnsafeLinkError, bare_url
 from .mapping import ArrowItems
+from .settings import EMPTY_PAGES_MOST
 
 if TYPE_CHECKING:
     from .arrow_pages import PageShape
@@ -206,6 +207,14 @@ class StartLimitPaginator:
                 f"{start!r} after {self.scheme.start_param}={self._last_start}; "
                 "stopping instead of looping",
             )
+        # a page holds at most the page size asked (or more, where a host ignores it): a
+        # start beyond the items this page had would skip items, or page on for ever
+        if start > self._last_start + max(self.page_size, len(self.items(body))):
+            raise EndlessList(
+                f"sent {self.scheme.next_start_key}={start} after a page of "
+                f"{len(self.items(body))} items at {self.scheme.start_param}="
+                f"{self._last_start}: no page before made that start plausible"
+            )
         self._last_start = start
         self._next_start = start
 
@@ -234,14 +243,29 @@ def pages(
     shape: PageShape | None = None,
 ) -> Iterator[Sequence[Any]]:
     """Every page's items, in the host's order; the only paging loop of the extractor.
-    `shape`: how Arrow may read a page (`arrow_pages`)."""
+    `shape`: how Arrow may read a page (`arrow_pages`).
+
+    A list that would not end stops with `EndlessList` (a skippable error naming the
+    request): `EMPTY_PAGES_MOST` empty pages in a row that say more follow, or a paginator's
+    own finding (a next start no page made plausible)."""
     query = dict(params)
     paginator.init_request(query)
     url = path
+    empty = 0  # empty pages in a row that said more follow
     while True:
         body = client.get_json(url, query, label, shape).body
-        paginator.update_state(body)
-        yield paginator.items(body)
+        try:
+            paginator.update_state(body)
+        except EndlessList as error:
+            raise EndlessList(error.reason, request_text(url, query)) from None
+        items = paginator.items(body)
+        empty = 0 if len(items) or not paginator.has_next else empty + 1
+        if empty >= EMPTY_PAGES_MOST:
+            raise EndlessList(
+                f"answered {empty} empty pages in a row, each saying more follow",
+                request_text(url, query),
+            )
+        yield items
         if not paginator.has_next:
             return
         following = paginator.update_request(query)
@@ -249,3 +273,10 @@ def pages(
             return
         if following:
             url = following
+
+
+def request_text(url: str, query: Mapping[str, Any]) -> str:
+    """A request as a message names it: its path (or link, without user info) and query
+    (paging and dates: no secret travels in a list's query)."""
+    where = bare_url(url) if "://" in url else url
+    return f"{where}?{urlencode(query, safe=':')}" if query else where

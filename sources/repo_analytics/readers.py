@@ -29,6 +29,7 @@ from .context import (
     row_keys,
     seen_at,
     table_hints,
+    within_scope,
 )
 from .dates import period_floor, period_next, periods, wire
 from .details import read_details
@@ -108,6 +109,9 @@ def with_children(
     ~62 MB, to its end.
     """
     table = to_arrow(items, endpoint.columns, scope.context)
+    inside = within_scope(ctx, table, scope, label_of(endpoint, scope), endpoint.primary_key)
+    if inside is not None:  # rows of another scope: dropped
+        table, items, _ = kept(inside, table, items, [b""] * table.num_rows)
     keys = row_keys(table, list(endpoint.primary_key))
     # an item that shifted across pages was read before in this scope
     table, items, keys = kept(

@@ -29,7 +29,12 @@ from sources.repo_analytics.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.config import RetryConfiguration, retry_keys
 from sources.repo_analytics.context import key_texts, may_hold_nul, row_keys
 from sources.repo_analytics.dates import parse_user_instant, periods, utc_from_iso, wire
-from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
+from sources.repo_analytics.errors import (
+    ConfigError,
+    FatalApiError,
+    SkippableApiError,
+    UnsafeLinkError,
+)
 from sources.repo_analytics.export_keys import ExportKeys, KeyDigester
 from sources.repo_analytics.mapping import child_rows, series_to_arrow, to_arrow
 from sources.repo_analytics.plan import build_plan
@@ -589,7 +594,7 @@ def test_start_limit_paginator_pages_until_last() -> None:
     [
         [0],  # the first page (start=0) pointing at itself
         [25, 25],
-        [50, 25],
+        [25, 50, 25],
         ["25"],
         [None],
     ],
@@ -611,6 +616,27 @@ def test_start_limit_paginator_refuses_non_advancing_start(pages: list[Any]) -> 
         paginator.update_state(body)
     assert caught.value.kind == "repeating_page"
     assert f"nextPageStart={bad!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("items", "start", "plausible"),
+    [(25, 25, True), (10, 25, True), (40, 40, True), (25, 26, False), (0, 50, False)],
+)
+def test_start_limit_paginator_refuses_a_start_no_page_made_plausible(
+    items: int, start: int, plausible: bool
+) -> None:
+    """A next start beyond the page size asked (or the items of a larger page) would skip
+    items or page on for ever: the read stops with a skippable error naming the values."""
+    paginator = SERVER_PAGING.paginator(25, BASE)
+    paginator.init_request({})
+    body = {"isLastPage": False, "nextPageStart": start, "values": [{}] * items}
+    if plausible:
+        paginator.update_state(body)
+        return
+    with pytest.raises(SkippableApiError) as caught:
+        paginator.update_state(body)
+    assert caught.value.kind == "endless_list"
+    assert f"nextPageStart={start} after a page of {items} items at start=0" in str(caught.value)
 
 
 # --- Arrow mapping ----------------------------------------------------------------------------
