@@ -53,6 +53,7 @@ from .scopes import (
     nightly_discovery,
     project_scope,
     repository_scope,
+    scopes_by_level,
     top_scope,
     user_scope,
 )
@@ -74,6 +75,12 @@ __all__ = [
 ]
 
 WINDOW_MARKER = "backfill_windows"
+# the marker's state: window key -> the signature it was finished for; -> the scope keys it
+# read, by level; -> its reconciliation (`{"reads": n, "verdict": ..., "measure": ...}`:
+# `pipelines/window_ledger.py`)
+FINISHED_KEY = "finished"
+READ_SCOPES_KEY = "read_scopes"
+RECONCILIATION_KEY = "reconciliation"
 READERS = {"list": read_list, "statistics": read_statistics, "csv": read_csv}
 
 
@@ -143,11 +150,14 @@ def repo_analytics(
         now: the clock, for tests; the wall clock otherwise.
         backfill_window: set by the backfill: `{"key": ..., "signature": {...}}`. The run
             reads exactly [start_date, end_date) without touching the nightly cursors, and
-            records the window as finished in the same load. The last window of a backfill
-            that reaches the clock also has `"seed": {resource: [scope keys]}`, the scopes
-            of its earlier windows: with its own, their nightly cursors move up to
-            `end_date` in the same load, unless a scope is skipped: the first nightly
-            then reads only its look-back.
+            records the window as finished in the same load, with the scopes it read. The
+            last window of a backfill that reaches the clock also has `"seed": {resource:
+            [scope keys]}`, the scopes of its earlier windows: with its own, their nightly
+            cursors move up to `end_date` in the same load, unless a scope is skipped: the
+            first nightly then reads only its look-back. `"only": {level: [scope keys]}`:
+            a finished window read again for these scopes alone (they appeared since).
+            `"reconcile": true`: the window's reconciliation is to follow the backfill, and
+            is recorded as pending until it did (`pipelines/window_ledger.py`).
         merge_strategy: set by the pipeline: `upsert` where the destination has no
             delete-insert (Delta tables on a filesystem).
         host_gate: set by the backfill: one gate shared by the windows running at once, so
@@ -207,7 +217,12 @@ def repo_analytics(
     )
     client = edition_client(plan, run_report, host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
+    only = None if backfill_window is None else backfill_window.get("only")
     for endpoint, scopes in planned_reads(ctx, range_discovery):
+        if only is not None:  # a finished window, read again for scopes that appeared since
+            scopes = [scope for scope in scopes if scope.key in only.get(endpoint.level, ())]
+            if not scopes:
+                continue
         if endpoint.cursor:
             run_report.planned[endpoint.name] = {scope.key for scope in scopes}
         yield endpoint_resource(ctx, endpoint, scopes)
@@ -220,6 +235,8 @@ def repo_analytics(
             backfill_window["signature"],
             run_report,
             None if seed is None else (seed, plan.until),
+            again_for=only is not None,
+            reconcile=bool(backfill_window.get("reconcile")),
         )
 
 
@@ -262,12 +279,20 @@ def window_marker(
     signature: dict[str, Any],
     report: RunReport,
     seed: tuple[dict[str, list[str]], datetime] | None = None,
+    again_for: bool = False,
+    reconcile: bool = False,
 ) -> DltResource:
-    """Records a backfill window as finished; dlt commits it with the window's data.
+    """Records a backfill window as finished, with the scopes it read by level; dlt commits
+    it with the window's data.
 
     A window with a skipped scope is not finished (its data is not all in): a skip, before or
     after this resource runs, withdraws the record before dlt commits the state at the end of
     the extract, so a rerun reads the window again.
+
+    `again_for`: a finished window read again for scopes that appeared since (the run's
+    planned scopes): they join its scopes, unless a scope is skipped (then the next backfill
+    tries them again). `reconcile`: the window's reconciliation is recorded as pending, its
+    full reads counted (`pipelines/window_ledger.py`); else any record of it is dropped.
 
     `seed`: the scopes of the backfill's earlier windows, by resource, and the backfill's
     end: the last window moves their nightly cursors and its own up to that end in its own
@@ -276,9 +301,21 @@ def window_marker(
     """
 
     def finished() -> Iterator[Any]:
-        records = dlt.current.resource_state().setdefault("finished", {})
-        records[key] = signature
-        report.on_skip(lambda: records.pop(key, None))
+        state = dlt.current.resource_state()
+        records = state.setdefault(FINISHED_KEY, {})
+        if not again_for:
+            records[key] = signature
+            report.on_skip(lambda: records.pop(key, None))
+        read = scopes_by_level(report.planned)
+        if again_for:
+            read = scopes_by_level(report.planned, state.get(READ_SCOPES_KEY, {}).get(key) or {})
+        report.on_skip(replacing(state.setdefault(READ_SCOPES_KEY, {}), key, read))
+        checks = state.setdefault(RECONCILIATION_KEY, {})
+        check = dict(checks.get(key) or {})
+        reads = int(check.get("reads", 0)) + (0 if again_for else 1)
+        report.on_skip(
+            replacing(checks, key, {"reads": reads, "verdict": "pending"} if reconcile else None)
+        )
         if seed is not None:
             earlier, end = seed
             resources = dlt.current.source_state().setdefault("resources", {})
@@ -290,6 +327,23 @@ def window_marker(
         yield from ()
 
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
+
+
+def replacing(records: dict[str, Any], key: str, value: Any) -> Callable[[], None]:
+    """Sets `records[key]` to `value` (None: drops it); returns what puts it back."""
+    before = records.get(key)
+    if value is None:
+        records.pop(key, None)
+    else:
+        records[key] = value
+
+    def put_back() -> None:
+        if before is None:
+            records.pop(key, None)
+        else:
+            records[key] = before
+
+    return put_back
 
 
 def pending_details_resource(
