@@ -291,8 +291,10 @@ def window_marker(
 
     `again_for`: a finished window read again for scopes that appeared since (the run's
     planned scopes): they join its scopes, unless a scope is skipped (then the next backfill
-    tries them again). `reconcile`: the window's reconciliation is recorded as pending, its
-    full reads counted (`pipelines/window_ledger.py`); else any record of it is dropped.
+    tries them again); its reconciliation's record is left as it is (the reconciliation
+    compares the repository level, which such a read does not write). `reconcile`: the
+    window's reconciliation is recorded as pending, its reads counted
+    (`pipelines/window_ledger.py`); else any record of it is dropped.
 
     `seed`: the scopes of the backfill's earlier windows, by resource, and the backfill's
     end: the last window moves their nightly cursors and its own up to that end in its own
@@ -310,12 +312,11 @@ def window_marker(
         if again_for:
             read = scopes_by_level(report.planned, state.get(READ_SCOPES_KEY, {}).get(key) or {})
         report.on_skip(replacing(state.setdefault(READ_SCOPES_KEY, {}), key, read))
-        checks = state.setdefault(RECONCILIATION_KEY, {})
-        check = dict(checks.get(key) or {})
-        reads = int(check.get("reads", 0)) + (0 if again_for else 1)
-        report.on_skip(
-            replacing(checks, key, {"reads": reads, "verdict": "pending"} if reconcile else None)
-        )
+        if not again_for:  # a user's lists alone change nothing the reconciliation compares
+            checks = state.setdefault(RECONCILIATION_KEY, {})
+            reads = int((checks.get(key) or {}).get("reads", 0)) + 1
+            pending = {"reads": reads, "verdict": "pending"} if reconcile else None
+            report.on_skip(replacing(checks, key, pending))
         if seed is not None:
             earlier, end = seed
             resources = dlt.current.source_state().setdefault("resources", {})
