@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,12 @@ def load_command(args: argparse.Namespace) -> int:
     print_summary(result)
     print_pipeline(result.pipeline)
     check = reconciled(args, result.pipeline, [report], result.load_ids)
-    payload = {"load": report.as_dict(), "reconciliation": check.as_dict() if check else None}
+    held = held_cursors(args, result.pipeline, report, check)
+    payload = {
+        "load": report.as_dict(),
+        "reconciliation": check.as_dict() if check else None,
+        "held_cursors": held,
+    }
     finish_run(run, [report], check, payload)  # before the copy: readers see the verdict
     write_report(args, {**payload, "published": publish_copy(args)})
     return exit_code(report.partial, check)
@@ -53,16 +58,18 @@ def reconciled(
     reports: list[Any],
     run_loads: Iterable[str],
     prefetched: StatisticsPrefetch | None = None,
+    pending: Sequence[tuple[Any, Any]] = (),
 ) -> Any:
     """What the runs read, reconciled with the API's statistics and printed; None when
     switched off. Reconciliation never fails a load: a host that refuses it is a note.
     `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again;
-    `prefetched`: the statistics a backfill asked ahead."""
+    `prefetched`: the statistics a backfill asked ahead; `pending`: windows an earlier run
+    read whose reconciliation never ran, checked too."""
     from pipelines.reconcile.check import Reconciliation, reconcile_pipeline
     from pipelines.reconcile.model import read_windows
     from sources.repo_analytics import RepoAnalyticsError
 
-    windows = read_windows(reports)
+    windows = sorted({*read_windows(reports), *pending})
     if args.no_reconcile or not windows:
         return None
     try:
@@ -75,6 +82,22 @@ def reconciled(
     for line in check.summary():
         print(line)
     return check
+
+
+def held_cursors(args: argparse.Namespace, pipeline: Any, report: Any, check: Any) -> int:
+    """A nightly whose reconciliation found a mismatch keeps its cursors at the start of the
+    range that differs (`pipelines/runs/window_ledger.py`); how many it held, said in a line."""
+    from pipelines.destinations.duckdb.file import lock_wait
+    from pipelines.runs.window_ledger import hold_cursors
+
+    held = hold_cursors(pipeline, report, check, lock_wait(resolved_source_args(args)))
+    if held:
+        start = report.read_range[0].isoformat()
+        print(
+            f"cursors held: {held} scopes keep their cursor at {start}, the start of the range "
+            "that differs: the next run reads it again"
+        )
+    return held
 
 
 def print_summary(result: Any) -> None:
@@ -177,9 +200,11 @@ def backfilled(
     prefetch: StatisticsPrefetch | None,
 ) -> int:
     """The backfill of `backfill_command`, its summary, reconciliation and report."""
+    from pipelines.destinations.duckdb.file import lock_wait
     from pipelines.runs.backfill import run_backfill
     from pipelines.runs.progress import make_progress
     from pipelines.runs.records import WindowsLanding, finish_run, start_run
+    from pipelines.runs.window_ledger import given_up_windows, settle_windows
 
     run = start_run(pipeline, "backfill", resolved_source_args(args))
     with make_progress(args.progress, "backfill") as progress:
@@ -190,6 +215,7 @@ def backfilled(
             args.window_days,  # None: the resumed backfill's size, or the default
             progress=WindowsLanding(progress, run),
             prefetch=prefetch,
+            reconcile=not args.no_reconcile,
             **overrides,
         )
     exports = (
@@ -207,20 +233,42 @@ def backfilled(
         f"backfill done: {len(result.windows)} windows, "
         f"{sum(w.resumed for w in result.windows)} already finished before{exports}"
     )
+    for line in read_again_lines(result):
+        print(line)
     print_pipeline(pipeline)
-    loaded = [w.result for w in result.windows if w.result]
+    # the windows read whole (a window read for new users alone writes no table compared)
+    whole = [w for w in result.windows if w.result and w.again != "new_users"]
+    loaded = [w.result for w in whole if w.result]
     check = reconciled(
         args,
         pipeline,
         [r.report for r in loaded],
         [load_id for r in loaded for load_id in r.load_ids],
         prefetch,
+        [(start, end) for _, start, end in result.unreconciled],
     )
+    reconciled_windows = [(w.key, w.start, w.end) for w in whole]
+    verdicts = settle_windows(
+        pipeline,
+        [*reconciled_windows, *result.unreconciled],
+        check,
+        lock_wait(resolved_source_args(args)),
+    )
+    for line in filter(None, (v.line() for v in verdicts)):
+        print(line)
+    given_up = set(given_up_windows(pipeline)) - {v.key for v in verdicts}
+    if given_up:
+        print(
+            f"note: {len(given_up)} windows differ from the API's statistics and are no longer "
+            "read (see `repo-analytics state`)"
+        )
     payload = {
         "backfill": window_reports(result.windows),
         "backfill_exports": window_reports(result.exports),
         "backfill_totals": result.totals(),
         "reconciliation": check.as_dict() if check else None,
+        "windows_reconciled": [v.as_dict() for v in verdicts],
+        "scopes_appeared": result.appeared.counts(),
     }
     every = [w.result.report for w in (*result.windows, *result.exports) if w.result]
     finish_run(run, every, check, payload)  # before the copy: readers see the verdict
@@ -229,15 +277,45 @@ def backfilled(
 
 
 def window_reports(windows: list[Any]) -> list[dict[str, Any]]:
-    """Each window's bounds, whether an earlier run finished it, and its run report."""
+    """Each window's bounds, whether an earlier run finished it (or why it is read again),
+    and its run report."""
     return [
         {
             "window": [w.start.isoformat(), w.end.isoformat()],
             "resumed": w.resumed,
+            "read_again": w.again,
             "report": w.result.report.as_dict() if w.result else None,
         }
         for w in windows
     ]
+
+
+def read_again_lines(result: Any) -> list[str]:
+    """What the backfill read again of windows an earlier run had read, and why."""
+    lines = []
+    counts = result.appeared.counts()
+    if counts:
+        every = [*result.windows, *result.exports]
+        whole = sum(w.again == "new_scopes" for w in every)
+        alone = sum(w.again == "new_users" for w in every)
+        scopes = ", ".join(f"{n} {level}" for level, n in counts.items())
+        lines.append(
+            f"backfill: scopes that appeared since finished windows were read: {scopes}; "
+            f"{whole} windows read again whole (a new repository is in every level's lists), "
+            f"{alone} for their new users alone"
+        )
+    mismatched = [w for w in result.windows if w.again == "mismatch"]
+    if mismatched:
+        lines.append(
+            f"backfill: {len(mismatched)} windows read again: their reconciliation found a "
+            "mismatch in an earlier run"
+        )
+    if result.unreconciled:
+        lines.append(
+            f"backfill: {len(result.unreconciled)} windows an earlier run read are reconciled "
+            "now (its reconciliation never ran)"
+        )
+    return lines
 
 
 def check_command(args: argparse.Namespace) -> int:

@@ -41,7 +41,15 @@ from pipelines.runs.load import (
 )
 from pipelines.runs.malloc import system_pool_while_running
 from pipelines.runs.progress import Progress
-from sources.repo_analytics import WINDOW_MARKER, RepoAnalyticsConfiguration, RunReport
+from pipelines.runs.window_ledger import pending_windows, records
+from pipelines.runs.window_scopes import Appeared, ScopeFinder, appeared_scopes
+from sources.repo_analytics import (
+    READ_SCOPES_KEY,
+    RECONCILIATION_KEY,
+    WINDOW_MARKER,
+    RepoAnalyticsConfiguration,
+    RunReport,
+)
 from sources.repo_analytics.client.transport import HostGate
 from sources.repo_analytics.dates import parse_user_instant, windows
 from sources.repo_analytics.editions import edition_spec
@@ -83,6 +91,14 @@ class WindowOutcome:
     seconds: float = 0.0
     index: int = 0  # the window's place in the plan, from 1
     exports: bool = False  # a window of the CSV exports
+    # why a window an earlier run read is read again: `mismatch` (its reconciliation found
+    # one), `new_scopes` (whole: a repository appeared), `new_users` (only those users)
+    again: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The window's key in the pipeline's state."""
+        return (EXPORTS_KEY_PREFIX if self.exports else "") + window_key(self.start, self.end)
 
 
 @dataclass
@@ -92,6 +108,10 @@ class BackfillResult:
     seconds: float = 0.0  # the whole backfill, start to end
     # the window size taken from the backfill this one continued, where not the default
     resumed_window_days: int | None = None
+    # scopes that appeared since finished windows were read, by window (`window_scopes`)
+    appeared: Appeared = field(default_factory=Appeared)
+    # finished windows of the lists whose reconciliation an earlier run left pending
+    unreconciled: list[tuple[str, datetime, datetime]] = field(default_factory=list)
 
     @property
     def every_window(self) -> list[WindowOutcome]:
@@ -285,6 +305,7 @@ def run_backfill(
     progress: Progress | None = None,
     now: datetime | None = None,
     prefetch: StatisticsPrefetch | None = None,
+    reconcile: bool = False,
     **source_args: Any,
 ) -> BackfillResult:
     """Load [since, until) window by window on `pipeline`, skipping the windows an earlier
@@ -292,7 +313,13 @@ def run_backfill(
     and the failure is raised. `prefetch`: the reconciliation's statistics, asked once the
     last window is read, while it loads (`pipelines/reconcile/prefetch.py`). `window_days`:
     None for the window size of the backfill this one resumes (`resumed_window_days`), or
-    `DEFAULT_WINDOW_DAYS` where it resumes none.
+    `DEFAULT_WINDOW_DAYS` where it resumes none. `reconcile`: the caller reconciles the
+    windows of the lists after the backfill, and records what it found
+    (`pipelines/runs/window_ledger.py`): each window's reconciliation is pending until then.
+
+    A finished window is read again for the scopes that appeared since it was read
+    (`pipelines/runs/window_scopes.py`); a window whose reconciliation found a mismatch was
+    recorded unfinished, and is read again like any unfinished window.
 
     CSV exports are read in windows of their own, as long as the API allows (366 days), after
     the other resources' windows: an export answers a whole range in one request, so a
@@ -331,7 +358,29 @@ def run_backfill(
     result = BackfillResult(resumed_window_days=resumed_days)
     loads = WindowLoads(pipeline, shown, total, new_file)
     keys = [key_prefix + window_key(*w) for key_prefix, _, windows_of in passes for w in windows_of]
-    to_read = [key for key in keys if wanted not in done.get(key, ())]
+    finished = [
+        (key_prefix + window_key(*w), families, *w)
+        for key_prefix, families, windows_of in passes
+        for w in windows_of
+        if wanted in done.get(key_prefix + window_key(*w), ())
+    ]
+    read_scopes = records(pipeline, READ_SCOPES_KEY)
+    if any(key in read_scopes for key, *_ in finished):
+        finder = ScopeFinder(source_args, clock, gate, discovery)
+        try:
+            result.appeared = appeared_scopes(finder, finished, read_scopes)
+        except BaseException:
+            discovery.close()
+            raise
+    checks = records(pipeline, RECONCILIATION_KEY)
+    to_read = [
+        key for key in keys if wanted not in done.get(key, ()) or key in result.appeared.windows
+    ]
+    result.unreconciled = pending_windows(
+        pipeline,
+        [(k, start, end) for k, _, start, end in finished if not k.startswith(EXPORTS_KEY_PREFIX)],
+        set(to_read),
+    )
     # the last window read moves the nightly cursors of every window's scopes in its load
     seeding_key = (
         to_read[-1] if to_read and reaches_clock(planned[-1][1], clock, settings) else None
@@ -342,14 +391,22 @@ def run_backfill(
             for start, end in windows_of:
                 index = len(result.windows) + len(result.exports) + loads.pending + 1
                 key = key_prefix + window_key(start, end)
-                if wanted in done.get(key, ()):
+                if key not in to_read:
                     loads.land()  # the windows stay in plan order
                     outcome = WindowOutcome(start, end, True, index=index, exports=bool(key_prefix))
                     ended.append(outcome)
                     shown.window_ended(outcome, index, total)
                     continue
                 outcome = WindowOutcome(start, end, False, None, 0.0, index, bool(key_prefix))
-                window: dict[str, Any] = {"key": key, "signature": wanted}
+                window: dict[str, Any] = {
+                    "key": key,
+                    "signature": wanted,
+                    "reconcile": reconcile and not key_prefix,
+                }
+                only = result.appeared.only(key)
+                if only is not None:
+                    window["only"] = only
+                outcome.again = again_why(key, result.appeared, checks, only)
                 if key == seeding_key and not any(r.partial for _, r in loads.reads):
                     window["seed"] = planned_scopes(r for _, r in loads.reads)
                 loads.read(
@@ -375,6 +432,17 @@ def run_backfill(
         waiting(lambda: create_views(pipeline), wait, VIEWS_LATER)
     result.seconds = time.monotonic() - began
     return result
+
+
+def again_why(
+    key: str, appeared: Appeared, checks: dict[str, Any], only: dict[str, list[str]] | None
+) -> str | None:
+    """Why a window an earlier run read is read again (`WindowOutcome.again`), or None."""
+    if only is not None:
+        return "new_users"
+    if key in appeared.windows:
+        return "new_scopes"
+    return "mismatch" if (checks.get(key) or {}).get("verdict") == "mismatch" else None
 
 
 def planned_scopes(reports: Iterable[RunReport]) -> dict[str, list[str]]:

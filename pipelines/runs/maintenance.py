@@ -17,7 +17,8 @@ from pipelines.destinations.duckdb.file import (
 )
 from pipelines.destinations.warehouse import exclusive_load
 from pipelines.runs.backfill import finished_windows
-from sources.repo_analytics import WINDOW_MARKER, RunReport
+from pipelines.runs.window_ledger import MOST_READS, records
+from sources.repo_analytics import RECONCILIATION_KEY, WINDOW_MARKER, RunReport
 from sources.repo_analytics.dates import wire
 from sources.repo_analytics.editions import edition_spec
 from sources.repo_analytics.errors import ConfigError, DuckDBFileHeld
@@ -64,10 +65,28 @@ def state_lines(pipeline: dlt.Pipeline) -> Iterator[str]:
         if pending:
             yield f"{label}: {len(pending)} commits whose files are pending (fetched next run)"
     yield f"backfill windows finished: {len(finished)}"
+    checks = records(pipeline, RECONCILIATION_KEY)
     for key in finished:
-        yield f"  {key}"
+        yield f"  {key}{reconciliation_text(checks.get(key))}"
+    again = sorted(k for k, v in checks.items() if v.get("verdict") == "mismatch")
+    if again:
+        yield f"backfill windows the next backfill reads again (a mismatch): {len(again)}"
+        for key in again:
+            yield f"  {key}{reconciliation_text(checks[key])}"
     last = last_load(pipeline)
     yield f"last successful load: {last or 'unknown'}"
+
+
+def reconciliation_text(entry: dict[str, Any] | None) -> str:
+    """A window's reconciliation as `state` shows it after the window's key."""
+    if not entry:
+        return ""
+    verdict = entry.get("verdict")
+    if verdict == "pending":
+        return ": reconciliation pending (the next backfill reconciles it)"
+    what = "given up, not read again" if verdict == "given_up" else "mismatch"
+    reads = f"{entry.get('reads')} of at most {MOST_READS} reads"
+    return f": {what} after {reads} ({entry.get('measure')})"
 
 
 def last_load(pipeline: dlt.Pipeline) -> Any:

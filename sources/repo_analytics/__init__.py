@@ -33,7 +33,12 @@ from .reading.items import read_scope, source_items, stored_cursor
 from .reading.origin import SOURCE_STATE_KEY, check_state_source
 from .reading.plan import RunPlan, build_plan, resolve_settings
 from .reading.planned import planned_reads
-from .reading.scopes import CURSOR_COLUMN_STATE_KEY, CURSOR_STATE_KEY, SCOPES_STATE_KEY
+from .reading.scopes import (
+    CURSOR_COLUMN_STATE_KEY,
+    CURSOR_STATE_KEY,
+    SCOPES_STATE_KEY,
+    scopes_by_level,
+)
 from .report import RunReport
 from .run_context import RUN_KEYS, RunContext
 
@@ -46,6 +51,8 @@ __all__ = [
     "WINDOW_MARKER",
     "RetryBudgetExhausted",
     "RunPlan",
+    "READ_SCOPES_KEY",
+    "RECONCILIATION_KEY",
     "RUN_KEYS",
     "RunContext",
     "RunReport",
@@ -54,6 +61,12 @@ __all__ = [
 ]
 
 WINDOW_MARKER = "backfill_windows"
+# the marker's state: window key -> the signature it was finished for; -> the scope keys it
+# read, by level; -> its reconciliation (`{"reads": n, "verdict": ..., "measure": ...}`:
+# `pipelines/runs/window_ledger.py`)
+FINISHED_KEY = "finished"
+READ_SCOPES_KEY = "read_scopes"
+RECONCILIATION_KEY = "reconciliation"
 
 
 @dlt.source(name="repo_analytics", max_table_nesting=0, spec=ResolvedInTheSource)
@@ -106,7 +119,12 @@ def repo_analytics(
     )
     client = edition_client(plan, run_report, run.host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
+    only = None if backfill_window is None else backfill_window.get("only")
     for endpoint, scopes in planned_reads(ctx, run.range_discovery):
+        if only is not None:  # a finished window, read again for scopes that appeared since
+            scopes = [scope for scope in scopes if scope.key in only.get(endpoint.level, ())]
+            if not scopes:
+                continue
         if endpoint.cursor:
             run_report.planned[endpoint.name] = {scope.key for scope in scopes}
         yield endpoint_resource(ctx, endpoint, scopes)
@@ -119,6 +137,8 @@ def repo_analytics(
             backfill_window["signature"],
             run_report,
             None if seed is None else (seed, plan.until),
+            again_for=only is not None,
+            reconcile=bool(backfill_window.get("reconcile")),
         )
 
 
@@ -183,12 +203,22 @@ def window_marker(
     signature: dict[str, Any],
     report: RunReport,
     seed: tuple[dict[str, list[str]], datetime] | None = None,
+    again_for: bool = False,
+    reconcile: bool = False,
 ) -> DltResource:
-    """Records a backfill window as finished; dlt commits it with the window's data.
+    """Records a backfill window as finished, with the scopes it read by level; dlt commits
+    it with the window's data.
 
     A window with a skipped scope is not finished (its data is not all in): a skip, before or
     after this resource runs, withdraws the record before dlt commits the state at the end of
     the extract, so a rerun reads the window again.
+
+    `again_for`: a finished window read again for scopes that appeared since (the run's
+    planned scopes): they join its scopes, unless a scope is skipped (then the next backfill
+    tries them again); its reconciliation's record is left as it is (the reconciliation
+    compares the repository level, which such a read does not write). `reconcile`: the
+    window's reconciliation is recorded as pending, its reads counted
+    (`pipelines/runs/window_ledger.py`); else any record of it is dropped.
 
     `seed`: the scopes of the backfill's earlier windows, by resource, and the backfill's
     end: the last window moves their nightly cursors and its own up to that end in its own
@@ -197,9 +227,20 @@ def window_marker(
     """
 
     def finished() -> Iterator[Any]:
-        records = dlt.current.resource_state().setdefault("finished", {})
-        records[key] = signature
-        report.on_skip(lambda: records.pop(key, None))
+        state = dlt.current.resource_state()
+        records = state.setdefault(FINISHED_KEY, {})
+        if not again_for:
+            records[key] = signature
+            report.on_skip(lambda: records.pop(key, None))
+        read = scopes_by_level(report.planned)
+        if again_for:
+            read = scopes_by_level(report.planned, state.get(READ_SCOPES_KEY, {}).get(key) or {})
+        report.on_skip(replacing(state.setdefault(READ_SCOPES_KEY, {}), key, read))
+        if not again_for:  # a user's lists alone change nothing the reconciliation compares
+            checks = state.setdefault(RECONCILIATION_KEY, {})
+            reads = int((checks.get(key) or {}).get("reads", 0)) + 1
+            pending = {"reads": reads, "verdict": "pending"} if reconcile else None
+            report.on_skip(replacing(checks, key, pending))
         if seed is not None:
             earlier, end = seed
             resources = dlt.current.source_state().setdefault("resources", {})
@@ -211,6 +252,23 @@ def window_marker(
         yield from ()
 
     return dlt.resource(finished, name=WINDOW_MARKER, section="repo_analytics")()
+
+
+def replacing(records: dict[str, Any], key: str, value: Any) -> Callable[[], None]:
+    """Sets `records[key]` to `value` (None: drops it); returns what puts it back."""
+    before = records.get(key)
+    if value is None:
+        records.pop(key, None)
+    else:
+        records[key] = value
+
+    def put_back() -> None:
+        if before is None:
+            records.pop(key, None)
+        else:
+            records[key] = before
+
+    return put_back
 
 
 def pending_details_resource(

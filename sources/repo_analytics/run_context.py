@@ -25,10 +25,14 @@ class RunContext:
         now: the clock, for tests and the demo; the wall clock otherwise.
         backfill_window: set by the backfill: `{"key": ..., "signature": {...}}`. The run
             reads exactly [start_date, end_date) without touching the nightly cursors, and
-            records the window as finished in the same load. The last window of a backfill
-            that reaches the clock also has `"seed": {resource: [scope keys]}`, the scopes of
-            its earlier windows: with its own, their nightly cursors move up to `end_date` in
-            the same load, unless a scope is skipped.
+            records the window as finished in the same load, with the scopes it read. The
+            last window of a backfill that reaches the clock also has `"seed": {resource:
+            [scope keys]}`, the scopes of its earlier windows: with its own, their nightly
+            cursors move up to `end_date` in the same load, unless a scope is skipped.
+            `"only": {level: [scope keys]}`: a finished window read again for these scopes
+            alone (they appeared since). `"reconcile": true`: the window's reconciliation is
+            to follow the backfill, and is recorded as pending until it did
+            (`pipelines/runs/window_ledger.py`).
         merge_strategy: `upsert` where the destination has no delete-insert (Delta tables on
             a filesystem); dlt's default otherwise.
         host_gate: one gate shared by a backfill's windows running at once, so 429 waits and

@@ -27,5 +27,11 @@ KEPT_PAGES_MOST: Final = 10
 DISCOVERY_PART_SHORTEST: Final = timedelta(days=7)
 
 
+# A list whose pages come back empty while they say more follow is read for this many such
+# pages in a row, then its read stops and its scope is skipped (a host or proxy answering so
+# would be asked for ever: 5,000 requests in 4 minutes were seen).
+EMPTY_PAGES_MOST: Final = 3
+
+
 # the highest value of any `retry` setting (config.RetryConfiguration holds the others)
 RETRY_HIGHEST: Final = 100_000

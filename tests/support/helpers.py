@@ -79,14 +79,16 @@ def periods(
 
 
 def data_tables(loader: Loader) -> set[str]:
-    """The dataset's data tables; none when the dataset (schema) was never created."""
+    """The dataset's data tables (not dlt's, nor the command line's run records,
+    `_repo_analytics_runs`); none when the dataset (schema) was never created."""
     if loader.destination == "duckdb" and not loader.db_file.exists():
         return set()
     return {
         name
         for (name,) in loader.rows(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            f"'{loader.dataset}' AND table_name NOT LIKE '_dlt%' AND table_type = 'BASE TABLE'"
+            f"'{loader.dataset}' AND NOT starts_with(table_name, '_') "
+            "AND table_type = 'BASE TABLE'"
         )
     }
 

@@ -32,7 +32,12 @@ from sources.repo_analytics.editions.cloud import (
 )
 from sources.repo_analytics.editions.cloud import PAGING as CLOUD_PAGING
 from sources.repo_analytics.editions.selfhosted import PAGING as SERVER_PAGING
-from sources.repo_analytics.errors import ConfigError, FatalApiError, UnsafeLinkError
+from sources.repo_analytics.errors import (
+    ConfigError,
+    FatalApiError,
+    SkippableApiError,
+    UnsafeLinkError,
+)
 from sources.repo_analytics.reading import context
 from sources.repo_analytics.reading.context import key_texts, may_hold_nul, row_keys
 from sources.repo_analytics.reading.plan import build_plan
@@ -590,7 +595,7 @@ def test_start_limit_paginator_pages_until_last() -> None:
     [
         [0],  # the first page (start=0) pointing at itself
         [25, 25],
-        [50, 25],
+        [25, 50, 25],
         ["25"],
         [None],
     ],
@@ -612,6 +617,27 @@ def test_start_limit_paginator_refuses_non_advancing_start(pages: list[Any]) -> 
         paginator.update_state(body)
     assert caught.value.kind == "repeating_page"
     assert f"nextPageStart={bad!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("items", "start", "plausible"),
+    [(25, 25, True), (10, 25, True), (40, 40, True), (25, 26, False), (0, 50, False)],
+)
+def test_start_limit_paginator_refuses_a_start_no_page_made_plausible(
+    items: int, start: int, plausible: bool
+) -> None:
+    """A next start beyond the page size asked (or the items of a larger page) would skip
+    items or page on for ever: the read stops with a skippable error naming the values."""
+    paginator = SERVER_PAGING.paginator(25, BASE)
+    paginator.init_request({})
+    body = {"isLastPage": False, "nextPageStart": start, "values": [{}] * items}
+    if plausible:
+        paginator.update_state(body)
+        return
+    with pytest.raises(SkippableApiError) as caught:
+        paginator.update_state(body)
+    assert caught.value.kind == "endless_list"
+    assert f"nextPageStart={start} after a page of {items} items at start=0" in str(caught.value)
 
 
 # --- Arrow mapping ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import pyarrow as pa
 
-from ..errors import DowngradeLinkError, FatalApiError, UnsafeLinkError
+from ..errors import DowngradeLinkError, EndlessList, FatalApiError, UnsafeLinkError
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,14 @@ class StartLimitPaginator:
                 f"the host sent {self.scheme.next_start_key}="
                 f"{start!r} after {self.scheme.start_param}={self._last_start}; "
                 "stopping instead of looping",
+            )
+        # a page holds at most the page size asked (or more, where a host ignores it): a
+        # start beyond the items this page had would skip items, or page on for ever
+        if start > self._last_start + max(self.page_size, len(self.items(body))):
+            raise EndlessList(
+                f"sent {self.scheme.next_start_key}={start} after a page of "
+                f"{len(self.items(body))} items at {self.scheme.start_param}="
+                f"{self._last_start}: no page before made that start plausible"
             )
         self._last_start = start
         self._next_start = start

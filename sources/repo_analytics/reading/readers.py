@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import pyarrow as pa
 from dlt.common import logger
@@ -18,8 +19,8 @@ from ..arrow.pages import page_decoder, page_shape, shape_of
 from ..client.api import Answer, ApiClient, Decoder
 from ..dates import period_floor, period_next, periods, wire
 from ..editions.spec import REMOVED, Column, Endpoint
-from ..errors import FatalApiError, SkippableApiError
-from ..settings import KEPT_PAGES_MOST
+from ..errors import EndlessList, FatalApiError, SkippableApiError, bare_url
+from ..settings import EMPTY_PAGES_MOST, KEPT_PAGES_MOST
 from ..typing import Paginator
 from .context import (
     SCHEMA_CONTRACT,
@@ -35,6 +36,7 @@ from .context import (
     row_keys,
     seen_at,
     table_hints,
+    within_scope,
 )
 from .details import read_details
 
@@ -108,6 +110,9 @@ def with_children(
     ~62 MB, to its end.
     """
     table = to_arrow(items, endpoint.columns, scope.context)
+    inside = within_scope(ctx, table, scope, label_of(endpoint, scope), endpoint.primary_key)
+    if inside is not None:  # rows of another scope: dropped
+        table, items, _ = kept(inside, table, items, [b""] * table.num_rows)
     keys = row_keys(table, list(endpoint.primary_key))
     # an item that shifted across pages was read before in this scope
     table, items, keys = kept(
@@ -267,14 +272,29 @@ def pages(
     decode: Decoder | None = None,
 ) -> Iterator[Sequence[Any]]:
     """Every page's items, in the host's order; the only paging loop of the extractor.
-    `decode`: how the client may read a page (`arrow.pages.page_decoder`)."""
+    `decode`: how the client may read a page (`arrow.pages.page_decoder`).
+
+    A list that would not end stops with `EndlessList` (a skippable error naming the
+    request): `EMPTY_PAGES_MOST` empty pages in a row that say more follow, or a paginator's
+    own finding (a next start no page made plausible)."""
     query = dict(params)
     paginator.init_request(query)
     url = path
+    empty = 0  # empty pages in a row that said more follow
     while True:
         body = client.get_json(url, query, label, decode).body
-        paginator.update_state(body)
-        yield paginator.items(body)
+        try:
+            paginator.update_state(body)
+        except EndlessList as error:
+            raise EndlessList(error.reason, request_text(url, query)) from None
+        items = paginator.items(body)
+        empty = 0 if len(items) or not paginator.has_next else empty + 1
+        if empty >= EMPTY_PAGES_MOST:
+            raise EndlessList(
+                f"answered {empty} empty pages in a row, each saying more follow",
+                request_text(url, query),
+            )
+        yield items
         if not paginator.has_next:
             return
         following = paginator.update_request(query)
@@ -282,6 +302,13 @@ def pages(
             return
         if following:
             url = following
+
+
+def request_text(url: str, query: Mapping[str, Any]) -> str:
+    """A request as a message names it: its path (or link, without user info) and query
+    (paging and dates: no secret travels in a list's query)."""
+    where = bare_url(url) if "://" in url else url
+    return f"{where}?{urlencode(query, safe=':')}" if query else where
 
 
 def read_pages(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -303,6 +303,17 @@ def stored_cursors(resource_states: Mapping[str, Any], prefix: str = "") -> list
 def latest_cursor(resource_states: Mapping[str, Any], prefix: str = "") -> datetime | None:
     """The newest stored cursor among resources whose name starts with `prefix`."""
     return max(stored_cursors(resource_states, prefix), default=None)
+
+
+def scopes_by_level(
+    planned: Mapping[str, Collection[str]], also: Mapping[str, Collection[str]] | None = None
+) -> dict[str, list[str]]:
+    """The scope keys of `planned` (by resource, named `<family>.<level>`) by level, with
+    those of `also` (by level), each level's sorted: what a backfill window read."""
+    found: dict[str, set[str]] = {level: set(keys) for level, keys in (also or {}).items()}
+    for name, keys in planned.items():
+        found.setdefault(name.rpartition(".")[2], set()).update(keys)
+    return {level: sorted(keys) for level, keys in sorted(found.items())}
 
 
 def known_scopes(resource_states: Mapping[str, Any], level: str) -> set[tuple[str, ...]]:
