@@ -1,15 +1,14 @@
 """A large first write of a Delta table in two files: its recent head apart from the rest.
 
-A merge rewrites every file holding a row it matches (`pipelines/destinations/delta/merges.py`),
-and the
-rows a nightly re-reads lie within its look-back: at the recent end of a column whose value a
-key never changes (`FIXED_PER_KEY`). dlt writes a table's first load as deltalake cuts it, by
-size, in the order the rows came: the self-hosted year's commit exports (one export window of
-every scope) as one file, which every nightly's merge of a few thousand rows read and wrote
-again whole, in time and in disk space until the table is vacuumed. Written here as two
-commits, the
-rows before the last `lake_heads.HEAD_SPAN` of that column, then the rows within it, a
-nightly's merge rewrites only the head.
+A merge rewrites every file holding a row it matches
+(`pipelines/destinations/delta/merges.py`), and the rows a nightly re-reads lie within its
+look-back: at the recent end of a column whose value a key never changes (`FIXED_PER_KEY`). dlt
+writes a table's first load as deltalake cuts it, by size, in the order the rows came: the
+self-hosted year's commit exports (one export window of every scope) as one file, which every
+nightly's merge of a few thousand rows read and wrote again whole, in time and in disk space
+until the table is vacuumed. Written here as two commits, the rows before the last
+`lake_heads.HEAD_SPAN` of that column, then the rows within it, a nightly's merge rewrites only
+the head.
 
 Where the head begins comes from the files' row-group statistics (no row is read). Each part
 is streamed from the load job's files with a filter on the column, a batch at a time, not

@@ -18,15 +18,14 @@ anyway). Without the hint, with a null or an unknown type in that column, the me
 A merge rewrites every file holding a matched row, together with all the rows it inserts, as
 one file. The cloud's backfill windows overlap (its zone-less dates need 26 hours of slack), so
 each window's merge matched rows of the window before and rewrote that file with its own rows:
-after a year, each list table was one file of every row, which every nightly rewrote again.
-By the same rule, a loaded row whose fixed value
-lies beyond the stored rows' range (the table's file statistics, with a millisecond's margin for
-their rounding) matches no stored row: such rows are appended as a file of their own, and only
-the others merged. A crash between the two commits is mended by the rerun's load of the same
-rows: they lie within the range then, and are merged. Appended rows whose recent head a
-nightly re-reads (a backfill's last window) are two files, the head apart
-(`pipelines/destinations/delta/heads.py`): the nightly merges then copy less than half the
-rows.
+after a year, each list table was one file of every row, which every nightly rewrote again. By
+the same rule, a loaded row whose fixed value lies beyond the stored rows' range (the table's
+file statistics, with a millisecond's margin for their rounding) matches no stored row: such
+rows are appended as a file of their own, and only the others merged. A crash between the two
+commits is mended by the rerun's load of the same rows: they lie within the range then, and are
+merged. Appended rows whose recent head a nightly re-reads (a backfill's last window) are two
+files, the head apart (`pipelines/destinations/delta/heads.py`): the nightly merges then copy
+less than half the rows.
 """
 
 from __future__ import annotations
