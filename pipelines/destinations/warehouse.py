@@ -26,23 +26,16 @@ from sources.repo_analytics.errors import ConfigError, RepoAnalyticsError
 # destinations that are files of this machine: nothing to connect to, nothing to serialise
 LOCAL_DESTINATIONS = ("duckdb", "filesystem")
 LOCK_NAMESPACE = "repo_analytics load "
-# One DuckDB file, one process, one memory limit: dlt ran a load's jobs (a merge per table) up to
-# 20 at once, and under the then 150MB default their commits failed to pin memory and were retried
-# (a large self-hosted year: 46 retries, each a traceback in the output). Two at a time: none
-# on the large year (285 s against 312 s), the medium year's wall unchanged (0.998x, 2 pairs;
-# one at a time: +5.7 %). Since a merge reads the load's files itself (no copies into staging
-# beside it, `pipelines/destinations/duckdb/merges.py`), one at a time, with DuckDB's threads to
-# itself:
-# medium lists years 0.94-0.97x the wall time (self-hosted, 3 interleaved pairs) and
-# 0.87-1.00x (cloud), the self-hosted default settings 0.98-0.99x (2 pairs), their nightly
-# 0.92-1.05x (3 pairs); the large year's default settings 141 s against 145 s, 376 MB against
-# 364-370 MB (one run each).
+# One DuckDB file, one process, one memory limit: a load's jobs (a merge per table) all at once
+# failed to pin memory and were retried, each with a traceback in the output. Since a merge
+# reads the load's files itself (no copies into staging beside it,
+# `pipelines/destinations/duckdb/merges.py`), one at a time, with DuckDB's threads to itself,
+# is as fast or faster (`docs/decisions/duckdb-merges.md`).
 DUCKDB_LOAD_WORKERS = 1
 # Delta tables on this machine's disks: each job a deltalake merge, native work that scans its
-# target table, all of them at once under dlt's default. Two at a time, the medium self-hosted
-# year of default settings peaked at 637-645 MB instead of 780-856 MB, in 0.89-0.97x the wall
-# time (interleaved pairs: 4 at a time 0.975x and 642 MB, 1 at a time 1.10x and 662 MB against
-# 20). Object stores keep dlt's default: their merges wait on the network, not measured here.
+# target table, all of them at once under dlt's default. Two at a time hold much less and are
+# no slower (`docs/decisions/delta-merges.md`). Object stores keep dlt's default: their merges
+# wait on the network, not measured here.
 LOCAL_DELTA_LOAD_WORKERS = 2
 DLT_LOAD_WORKERS = 20  # `pipeline.load()`'s own default
 

@@ -129,10 +129,9 @@ def reconcile_pipeline(
     needed = tuple(columns)
     tables: dict[str, Any]  # a table's data, or the source DuckDB reads it from
     if name == "filesystem":
-        # DuckDB's Parquet reader in place where it reads the table as Delta does (the
-        # reconciliation of the first self-hosted nightly 0.20-0.22 -> 0.11 s, of the cloud
-        # lists' 0.26-0.29 -> 0.16-0.18 s); else a copy of the columns compared, a table, not
-        # a dataset: filters pushed into the dataset fail on string_view
+        # DuckDB's Parquet reader in place where it reads the table as Delta does, the faster
+        # (`docs/decisions/reconciliation-reads.md`); else a copy of the columns compared, a
+        # table, not a dataset: filters pushed into the dataset fail on string_view
         tables = {
             t: parquet_scan(d)
             or d.to_pyarrow_table(
@@ -161,8 +160,8 @@ def reconcile_pipeline(
 
 def columns_read(spec: EditionSpec, checks: EditionChecks) -> dict[str, frozenset[str]]:
     """The columns the reconciliation reads, by table: a destination read back into DuckDB
-    (Delta tables, a warehouse's) is read in these only, not whole. Whole, the large
-    self-hosted year's Delta tables took the reconciliation from 116 to 708 MB."""
+    (Delta tables, a warehouse's) is read in these only, not whole: whole, a large year's
+    tables multiplied the reconciliation's memory (`docs/decisions/reconciliation-reads.md`)."""
     read: dict[str, set[str]] = {
         checks.commit_table: {SOURCE, *spec.repository_key, checks.commit_time, LINES_ADDED},
         checks.pr_table: {SOURCE, *spec.repository_key, PR_STATE, PR_UPDATED},

@@ -1,11 +1,12 @@
 """The API's side of a backfill's reconciliation, asked while its last window loads.
 
 After a backfill's last request come its last window's load and the views: most of a second
-in which no request is open. The reconciliation then asked the
-API's statistics of every window, and of every repository and window where the top level
-cannot confirm a family (the cloud's zone-less commit dates): 324 requests on a medium cloud
-year, ~0.5 s. Those answers depend on the windows and the repositories only, not on what
-landed, so they are asked in that second: `start` is called once the last window is read.
+in which no request is open. The reconciliation then asked the API's statistics of every
+window, and of every repository and window where the top level cannot confirm a family (the
+cloud's zone-less commit dates): hundreds of requests on a cloud year
+(`docs/decisions/reconciliation-reads.md`). Those answers depend on the windows and the
+repositories only, not on what landed, so they are asked in that second: `start` is called
+once the last window is read.
 The reconciliation takes each answer it was about to ask for (`ask`) and asks for what
 was not foreseen (repositories an earlier run landed). The repositories foreseen are those
 the run's windows read at the repository level, of the family whose table names the

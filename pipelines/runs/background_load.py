@@ -2,10 +2,8 @@
 
 A window's load (merges into DuckDB, Delta writes) is native work that holds Python's lock
 little, and the next window's reading is Python work that waits on the network: run side by
-side, a year of the medium cloud lists took 0.89x the wall time (3 interleaved pairs), the
-medium self-hosted year with default settings 0.94x (2 pairs), peak RSS within the spread
-(cloud lists 322-341 against 323 MB, self-hosted defaults 428/430 against 433/424 MB;
-docs/performance.md).
+side they take less wall time than one after the other, at the same peak memory
+(`docs/decisions/windows-one-at-a-time.md`).
 
 `pipeline.load()` itself cannot run beside `pipeline.extract()`: both keep the pipeline's
 runtime trace and state on the pipeline object. So dlt's load step (`Load`, the runnable
@@ -168,10 +166,10 @@ def ended_on_start(job: LoadJob) -> bool:
 def open_between_jobs(client_config: Any, beside_reads: bool = False) -> Iterator[None]:
     """A DuckDB file open from the load's first job to its last. dlt's pool of connections
     closes the database whenever no job holds a connection, and opens it again for the next
-    job: each close checkpoints the file (medium cloud lists: ~2 s of closing and ~1.7 s of
-    opening, in the load's threads). `beside_reads`: the next window is read meanwhile, and
-    DuckDB works on `threads_beside_reads()` threads (see there). Other destinations:
-    nothing."""
+    job: each close checkpoints the file, seconds of a year's loads
+    (`docs/decisions/windows-one-at-a-time.md`). `beside_reads`: the next window is read
+    meanwhile, and DuckDB works on `threads_beside_reads()` threads (see there). Other
+    destinations: nothing."""
     credentials = getattr(client_config, "credentials", None)
     pool = getattr(credentials, "conn_pool", None)
     if not isinstance(pool, DuckDbConnectionPool):
@@ -190,8 +188,7 @@ def threads_beside_reads() -> int:
     """DuckDB's threads for a load while the next window is read: two cores fewer than the
     process may use (one for the reading threads' Python, one for dlt's extract), at least
     one. A window's merges are native work, and with DuckDB's default (a thread a core) they
-    took the cores the reading waits for: on 2 cores, a load beside a read on one thread
-    made the medium self-hosted lists year 0.95x the wall time (interleaved pairs). The
+    took the cores the reading waits for (`docs/decisions/windows-one-at-a-time.md`). The
     last window's load, with nothing read beside it, keeps DuckDB's threads."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, (cores or 1) - 2)

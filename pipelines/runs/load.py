@@ -51,7 +51,7 @@ from sources.repo_analytics.reading.plan import resolve_settings
 SCHEMAS_FOLDER = "schemas"  # in the working directory, as in a dlt project
 SCHEMA_NAME = "repo_analytics"  # the source's schema
 NEXT_ITEM_MODE = "extract.next_item_mode"  # dlt's setting: how the extract takes items of resources
-# dlt's setting: how long its extract sleeps when no resource has an item ready (10 ms)
+# dlt's setting: how long its extract sleeps when no resource has an item ready
 FUTURES_POLL_INTERVAL = "extract.futures_poll_interval"
 ADD_LOAD_ID = "normalize.parquet_normalizer.add_dlt_load_id"  # dlt's: rows stamped with their load
 EXTRACT_POLL_SECONDS = 0.001
@@ -202,8 +202,7 @@ def extract_run(
     with run_config(pipeline):
         pipeline.extract(source, loader_file_format="parquet", **run_options(pipeline))
     # what the reads freed (their pages, the keys they held) back to the system before the
-    # load, which a backfill runs beside its next read: the large self-hosted year's RSS
-    # after a half-year window's read 303 -> 231 MB
+    # load, which a backfill runs beside its next read (`docs/decisions/memory-allocators.md`)
     pa.default_memory_pool().release_unused()
     import_once(pipeline)  # a first run's pin, written by this extract (its schema as it is)
     return ExtractedRun(pipeline, report, settings, wait, legacy)
@@ -253,9 +252,10 @@ def run_config(pipeline: dlt.Pipeline) -> Iterator[None]:
       queue; in turn, every started resource kept its threads and full queue alive, while
       the requests were held to `concurrency` anyway by the host's gate.
     - dlt's extract polls every `EXTRACT_POLL_SECONDS` for items of resources not ready yet,
-      not every 10 ms (its default), unless configured otherwise: every extract ends with
-      one poll once its last resource is done, and dlt extracts a window's package and then
-      its state, each between a window's last page and the next window's first request.
+      not at its longer default, unless configured otherwise: every extract ends with one
+      poll once its last resource is done, and dlt extracts a window's package and then its
+      state, each between a window's last page and the next window's first request
+      (`docs/decisions/dlt-run-overheads.md`).
 
     A setting configured for every pipeline or for this one (a variable, `.dlt/config.toml`)
     wins over the last two."""
@@ -360,8 +360,9 @@ def restore_state(pipeline: dlt.Pipeline, wait: float | None = None) -> bool:
     Returns whether the run loads into a DuckDB file it creates (`new_duckdb_file`).
 
     The pinned schema is imported first (`import_once`): dlt's sync otherwise parses its
-    YAML twice more (0.2 s of a nightly run). A state restored from the destination brings
-    the destination's schemas, which are then compared with the pin again, as before."""
+    YAML twice more (`docs/decisions/dlt-run-overheads.md`). A state restored from the
+    destination brings the destination's schemas, which are then compared with the pin
+    again, as before."""
     pinned = import_once(pipeline)
     if new_duckdb_file(pipeline):
         return True
@@ -394,14 +395,14 @@ def import_once(pipeline: dlt.Pipeline, again: bool = False) -> str | None:
 
     dlt compares the import file with the stored schema each time it reads the schema from
     the working folder, several times per load, parsing the YAML every time: measured, a
-    third of a year's backfill's Python time went there, and 0.8 s of an 11 s nightly run.
+    third of a year's backfill's Python time went there (`docs/decisions/dlt-run-overheads.md`).
     A run lasts seconds to hours in one process, in which the file does not change; the next
     run reads it again. Without a pinned file yet (the first run) dlt keeps the path, to
     write the pin when the run's first step ends; `extract_run` calls this again after its
     extract, so the pin just written is not parsed again by the first window's normalize and
-    load (8 parses, 0.14 s of a year's first backfill). A schema dlt already holds was read
-    through the import folder (`dlt.pipeline` reads the default one: 0.1 s a run), and is
-    not read again unless `again` (the destination's schemas replaced it). Returns the
+    load. A schema dlt already holds was read through the import folder (`dlt.pipeline` reads
+    the default one), and is not read again unless `again` (the destination's schemas
+    replaced it). Returns the
     import folder it unset, if it did."""
     config = pipeline.schemas.config
     folder = config.import_schema_path

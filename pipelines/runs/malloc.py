@@ -4,9 +4,8 @@ and Arrow's buffers taken from it (`system_arrow_pool`).
 glibc gives each thread that finds the arenas busy one of its own, up to eight per core, and
 an arena keeps what was freed into it for that arena's next allocations: a run's reading
 threads (a dozen per export pass) left their freed pages and Arrow buffers spread over as many
-arenas. Measured on a year of the medium self-hosted host with default settings: peak RSS of
-the CSV-export pass 527 -> 454 MB, of the whole backfill 629 -> 509 MB (with 2 MB spooled
-bodies), at the same wall time.
+arenas. Fewer arenas lower a year's peak at the same wall time
+(`docs/decisions/memory-allocators.md`).
 """
 
 from __future__ import annotations
@@ -44,11 +43,10 @@ def system_arrow_pool() -> bool:
     its C++ code allocates from that pool whatever `pyarrow.set_memory_pool` says later
     (`load.extract_run`'s call, for callers that import pyarrow first, moves only what
     pyarrow's Python calls allocate): call it before pyarrow's import; after it, nothing is
-    set. Measured (2 cores), on top of that call: a year of the large self-hosted host with
-    default settings peaked at 369-387 MB in seven runs against 385-398 MB in four
-    interleaved with them; the medium cloud lists year at 232-242 against 251-266 MB, and no
-    slower (7 interleaved pairs). On Linux only (where it was measured), and not where the
-    environment names a pool already (it wins). Returns whether the variable was set."""
+    set. Measured on top of that call, a year peaks lower and is no slower
+    (`docs/decisions/memory-allocators.md`). On Linux only (where it was measured), and not
+    where the environment names a pool already (it wins). Returns whether the variable was
+    set."""
     if (
         not sys.platform.startswith("linux")
         or ARROW_POOL_VARIABLE in os.environ
@@ -65,7 +63,7 @@ def system_pool_while_running() -> Iterator[None]:
     is inside, and the pool before it again after: for callers that imported pyarrow before
     `system_arrow_pool` could set Arrow's variable (Dagster, a user's own program), where this
     moves what pyarrow's Python calls allocate (Arrow's C++ code keeps the pool it read at
-    import). Measured so, a medium cloud lists year peaked at 264-271 against 295-300 MB. The
+    import); measured so, a year peaks lower (`docs/decisions/memory-allocators.md`). The
     process's other users of pyarrow get their pool back when the run ends; the commands set
     the variable, so there it changes nothing."""
     import pyarrow as pa

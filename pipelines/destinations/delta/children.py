@@ -108,8 +108,8 @@ def stale_children_pruning(
 ) -> Callable[[], dict[str, int]] | None:
     """`prune_children` of the edition's child tables, located now, to run later: in a load's
     thread, right after the load (`pipelines/runs/background_load.py`), where a backfill's next
-    window is read meanwhile (the medium self-hosted year of default settings: 0.3-0.65 s a
-    window on the main thread, growing with the tables). None but on Delta tables."""
+    window is read meanwhile: on the main thread it held up every window, more as the tables
+    grew (`docs/decisions/delta-child-pruning.md`). None but on Delta tables."""
     if pipeline.destination.destination_name != "filesystem":
         return None
     lists = child_lists(edition)
@@ -129,7 +129,7 @@ def prune_children(
     versions = table_versions(where.locations, roots)
     since = read_record(record, versions)
     deleted: dict[str, int] = {}
-    # one connection for every query: opening one takes ~20-30 ms
+    # one connection for every query: opening one is not free
     with duckdb.connect() as con:
         sources = {
             name: scan(con, table, f"table_{i}") for i, (name, table) in enumerate(tables.items())
@@ -191,9 +191,8 @@ def stale_rows(
     """(owner key, position) of each child row written before its owner's newest load: a
     row some root has its owner in from a newer load, of the owner rows written after load
     `since` if given. `children`, `roots`: what the query reads the tables from (`scan`).
-    One root at a time: its keys are the only hash table held (the medium self-hosted year's
-    commit parents, 4 roots of ~200,000 commits: +113 MB at the peak, +236 MB when the roots'
-    newest loads were grouped in one)."""
+    One root at a time: its keys are the only hash table held, about half the peak of all the
+    roots' newest loads grouped in one (`docs/decisions/delta-child-pruning.md`)."""
     key = [*child.parent_key]
     names = ", ".join(f'"{c}"' for c in key)
     picked = ", ".join(f'c."{c}"' for c in (*key, child.position))
@@ -219,9 +218,8 @@ def stale_rows(
 
 def scan(con: duckdb.DuckDBPyConnection, table: Any, name: str) -> str:
     """What a query reads `table` from: `parquet_scan(table)` where it reads the table as Delta
-    does, else its Arrow dataset, registered as `name`. The dataset, read through Arrow's
-    scanner, took the pruning of the large self-hosted year's tables from 114 to 760-821 MB;
-    DuckDB's reader, 451 MB in 1.2 s instead of 1.5 s."""
+    does, else its Arrow dataset, registered as `name`: Arrow's scanner of the dataset held
+    far more than DuckDB's reader (`docs/decisions/delta-child-pruning.md`)."""
     source = parquet_scan(table)
     if source is None:
         con.register(name, table.to_pyarrow_dataset())

@@ -1,31 +1,29 @@
 """A large first write of a Delta table in two files: its recent head apart from the rest.
 
-A merge rewrites every file holding a row it matches (`pipelines/destinations/delta/merges.py`),
-and the
-rows a nightly re-reads lie within its look-back: at the recent end of a column whose value a
-key never changes (`FIXED_PER_KEY`). dlt writes a table's first load as deltalake cuts it, by
-size, in the order the rows came: the self-hosted year's commit exports (one export window,
-773,788 rows of every scope, 44 MB) as one file, which every nightly's merge of a few
-thousand rows read and wrote again whole (~0.6 s of the medium first nightly into Delta, and
-44 MB more on disk each night until the table is vacuumed). Written here as two commits, the
-rows before the last `lake_heads.HEAD_SPAN` of that column, then the rows within it, a
-nightly's merge rewrites only the head.
+A merge rewrites every file holding a row it matches
+(`pipelines/destinations/delta/merges.py`), and the rows a nightly re-reads lie within its
+look-back: at the recent end of a column whose value a key never changes (`FIXED_PER_KEY`). dlt
+writes a table's first load as deltalake cuts it, by size, in the order the rows came: the
+self-hosted year's commit exports (one export window of every scope) as one file, which every
+nightly's merge of a few thousand rows read and wrote again whole, in time and in disk space
+until the table is vacuumed. Written here as two commits, the rows before the last
+`lake_heads.HEAD_SPAN` of that column, then the rows within it, a nightly's merge rewrites only
+the head.
 
 Where the head begins comes from the files' row-group statistics (no row is read). Each part
 is streamed from the load job's files with a filter on the column, a batch at a time, not
-through dlt's reader of the files (its read-ahead held ~250-300 MB of the exports): the files
-are read twice (~0.2 s for the exports' head). The write is our Delta job's
-(`pipelines/destinations/delta/destination.py`). The medium
-self-hosted first nightly into Delta (3 interleaved pairs): 6.35-6.83 s against 7.07-7.53 s,
-396-406 MB against 462-513 MB; its backfill's peak 551-590 MB against 498-558 MB.
+through dlt's reader of the files, whose read-ahead held much of the exports: the files are
+read twice. The write is our Delta job's (`pipelines/destinations/delta/destination.py`). The
+first nightly into Delta is faster and holds less; the figures are in
+`docs/decisions/delta-merges.md`.
 
 A crash between the two commits leaves the table with the first part; the rerun loads the
 same rows into the table that now exists, by dlt's merge, which appends the head (beyond the
 stored range) and matches the rest. A table without the hint, a first write of another
 disposition, a null in the column, or a write `lake_heads.head_begins` finds no head in (few
 rows, all in the head, or a head older than a nightly re-reads: a backfill's older windows,
-which later windows' appends follow): dlt's write as it is. Cut in two, a large year's first
-window peaked ~140 MB higher.
+which later windows' appends follow): dlt's write as it is; cut in two, such a window would
+peak higher for no nightly's gain.
 """
 
 from __future__ import annotations

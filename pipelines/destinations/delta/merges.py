@@ -8,10 +8,8 @@ pull request's creation: the `FIXED_PER_KEY` hint, `Endpoint.fixed_column`) says
 matches can be: a stored row with a key of the load holds the same value as the loaded row,
 so it lies within the load's own range of that column. That range, added to the merge's
 condition on the target's side, lets deltalake leave out the files whose statistics lie
-outside it. Measured on the self-hosted year of lists into Delta (interleaved pairs):
-medium, peak RSS 362-372 MB against 446-511 MB at the same wall time, its first nightly
-377-387 MB against 425-445 MB and 3.2 s against 3.4-3.6 s; a million commits, 592 MB and 33 s
-against 1,160 MB and 57 s.
+outside it: the backfill's and the nightlies' merges hold much less, the larger the table the
+more (`docs/decisions/delta-merges.md`).
 
 The range needs the loaded rows' smallest and largest values first: the load's rows are read
 whole before the merge (one table's rows of one load, which the merge's hash join holds
@@ -20,18 +18,14 @@ anyway). Without the hint, with a null or an unknown type in that column, the me
 A merge rewrites every file holding a matched row, together with all the rows it inserts, as
 one file. The cloud's backfill windows overlap (its zone-less dates need 26 hours of slack), so
 each window's merge matched rows of the window before and rewrote that file with its own rows:
-after a year, each list table was one file of every row, which every nightly rewrote again
-(0.15-0.26 s a table in a medium cloud nightly). By the same rule, a loaded row whose fixed value
-lies beyond the stored rows' range (the table's file statistics, with a millisecond's margin for
-their rounding) matches no stored row: such rows are appended as a file of their own, and only
-the others merged. A crash between the two commits is mended by the rerun's load of the same
-rows: they lie within the range then, and are merged. Appended rows whose recent head a
-nightly re-reads (a backfill's last window) are two files, the head apart
-(`pipelines/destinations/delta/heads.py`): the medium self-hosted lists' nightly merges copied
-50,948 rows
-instead of 115,833 (3 pairs: their load 0.26-0.32 s against 0.37-0.38 s), the default
-settings' 181,647 instead of 408,536 (0.72-1.04 s against 1.06-1.14 s, 373-382 MB against
-388-396 MB).
+after a year, each list table was one file of every row, which every nightly rewrote again. By
+the same rule, a loaded row whose fixed value lies beyond the stored rows' range (the table's
+file statistics, with a millisecond's margin for their rounding) matches no stored row: such
+rows are appended as a file of their own, and only the others merged. A crash between the two
+commits is mended by the rerun's load of the same rows: they lie within the range then, and are
+merged. Appended rows whose recent head a nightly re-reads (a backfill's last window) are two
+files, the head apart (`pipelines/destinations/delta/heads.py`): the nightly merges then copy
+less than half the rows.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ MEMORY_KEY: Final = (
 )
 # settings of the pipelines, not of the source
 FILE_KEYS: Final = (WAIT_KEY, PUBLISH_KEY, MEMORY_KEY)
-# DuckDB's message when another process holds the file (DuckDB 1.x and 2.0)
+# DuckDB's message when another process holds the file (DuckDB 1 and 2.0 alike)
 HELD: Final = re.compile(
     r'Could not set lock on file "(?P<path>[^"]+)": Conflicting lock is held in '
     r"(?P<program>.*?) \(PID (?P<pid>\d+)\)"

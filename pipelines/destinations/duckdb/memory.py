@@ -1,15 +1,12 @@
 """How much memory DuckDB may take while a run works on the file: `duckdb_memory_limit`.
 
 DuckDB's own default is 80 % of the machine's memory, and a merge takes what it is given: a
-year's CSV exports merged into their tables took the run from ~520 MB (extracting) to
-~1,000 MB (loading) on the medium self-hosted year. Under a limit DuckDB spills what does not
-fit to a temporary folder next to the file (`<file>.tmp`) and removes it afterwards: measured
-there, 150 MB held the run to ~510 MB at the same speed (bench/results/year-*.md). Since the
-merges insert the staged rows as they are (no numbering by key: `context.table_hints`), 100
-MB serves the same year's default settings at the same speed (peak 348 MB against 387 MB at
-150 MB); at 64 MB its merges spill more (+20 % wall). The default, 80 MB, holds a year of a
-million commits with default settings under 400 MB (384-397 MB against 399-416 MB at 100 MB,
-+7.5 % wall; the medium cloud lists +4 %).
+year's CSV exports merged into their tables doubled the run's memory while it loaded. Under a
+limit DuckDB spills what does not fit to a temporary folder next to the file (`<file>.tmp`)
+and removes it afterwards, at about the same speed. The merges insert the staged rows as they
+are (no numbering by key: `context.table_hints`), so the default limit is the lowest that
+keeps a year of a million commits under the memory target without its merges spilling much
+more (`docs/decisions/duckdb-memory.md`).
 
 The limit reaches dlt's connections as DuckDB's `memory_limit` in the credentials'
 `global_config` (dlt's own setting, which wins where it names `memory_limit`), and our own
@@ -18,9 +15,9 @@ connections (reconciliation) as their `config`.
 The destination's credentials are resolved here, once, from the same settings and sections
 dlt reads (`[destination.duckdb.credentials]`, the pipeline's own section first), and dlt
 keeps a resolved instance as it is. Left to dlt, they were resolved again for every job, load
-and normalize: ~140 times in a medium year's backfill, ~3.5 ms each on the interpreter
-(0.5 s). They also print themselves (dlt's trace of every load) with dlt's own URL class:
-dlt's class does it with SQLAlchemy's, imported wherever it is installed (~0.3 s a run).
+and normalize, each time on the interpreter. They also print themselves (dlt's trace of every
+load) with dlt's own URL class: dlt's class does it with SQLAlchemy's, imported wherever it is
+installed (`docs/decisions/dlt-run-overheads.md`).
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ DUCKDB_DEFAULT: Final = "default"  # DuckDB's own limit: 80 % of the machine's m
 SIZE: Final = re.compile(r"(?i)^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$")
 VALID: Final = "a size such as 256MB or 2GB (KB, MB, GB, TB, KiB, MiB, GiB, TiB), or `default`"
 # No order kept among rows a statement inserts without ORDER BY (no query of dlt's or ours
-# reads one): the merges' INSERT ... SELECT need not keep the staged order. Medium self-hosted
-# year (`/usr/bin/time`, interleaved pairs, load 0.1-2.2): defaults 0.96x wall (2 pairs),
-# lists 0.97x (3 pairs); peak RSS within the spread.
+# reads one): the merges' INSERT ... SELECT need not keep the staged order, and are faster
+# for it (`docs/decisions/duckdb-merges.md`).
 LOAD_SETTINGS: Final = {"preserve_insertion_order": False}
 
 

@@ -7,9 +7,7 @@ written twice, and the staging copy is the larger half of the work. Here a merge
 Parquet jobs only hand their files on (as dlt's Delta tables do), and the follow-up job is dlt's
 own merge SQL with the staging table replaced by a query of those files: the same delete (by
 merge key, `pipelines/merge_sql.py`), the same insert, hard-delete filter and transaction, one
-job a table. A year of the medium self-hosted commits' last window, alone on one DuckDB thread:
-0.11-0.13 s CPU against 0.21-0.29 s through staging (its parents 0.06-0.10 s against
-0.09-0.14 s).
+job a table, in about half the CPU time of dlt's way (`docs/decisions/duckdb-merges.md`).
 
 A file of another format (its rows staged, the staging table read with the files), a path the
 SQL file of a follow-up job cannot carry (a `;` or a line break: dlt splits the file there), a

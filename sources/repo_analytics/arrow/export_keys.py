@@ -2,15 +2,14 @@
 
 A host's faulty export can repeat a row; the run drops the repeat so that every table's
 staged rows hold each key once (the merges insert them as they are: `context.table_hints`).
-A year's global export of the large self-hosted host has a million rows: the Python sets of
-16-byte BLAKE2 digests the run held before took ~91 bytes a key; these arrays take 16. The
-digests are the MD5 of each row's key text (`context.key_texts`): DuckDB's `md5_number`,
-worked out of Python's lock (~0.3 us a row), for a batch of more than `SMALL_DIGEST_ROWS`
-rows; Python's `hashlib` for a smaller one, the same 16 bytes; two different keys share one
-with a chance of about n^2 / 2^129. Each batch is looked up in the batches before it: a
-scan of the export's digests per batch of `csv_export.BATCH_ROWS` rows, out of Python's
-lock too (~10-25 ns a digest: 0.35 s for a quarter of a million rows in all, ~2-3 s for a
-million).
+A year's global export of the large self-hosted host has a million rows: these arrays hold
+16 bytes a key, a fraction of what the Python sets of digests held before. The digests are
+the MD5 of each row's key text (`context.key_texts`): DuckDB's `md5_number`, worked out of
+Python's lock, for a batch of more than `SMALL_DIGEST_ROWS` rows; Python's `hashlib` for a
+smaller one, the same 16 bytes; two different keys share one with a chance of about
+n^2 / 2^129. Each batch is looked up in the batches before it: a scan of the export's digests
+per batch of `csv_export.BATCH_ROWS` rows, out of Python's lock too. The figures:
+`docs/decisions/csv-exports.md`.
 """
 
 from __future__ import annotations
@@ -26,18 +25,16 @@ import pyarrow.compute as pc
 
 DIGEST: pa.DataType = pa.binary(16)
 HELD_ARRAYS: Final = 16  # arrays of digests held apart before they are joined into one
-# Up to this many keys a batch is digested in Python: a DuckDB query costs ~1.0-1.3 ms of
-# binding, most of it holding Python's lock, whatever its rows (1 key: 1,000 against 7 us;
-# 100: 1,110 against 86 us; 1,000: 1,290 against 750 us; 5,000: 3.2 against 5.1 ms), and a
-# self-hosted nightly digests ~600 exports of a few rows (one user's or repository's).
+# Up to this many keys a batch is digested in Python: a DuckDB query's fixed cost of binding,
+# most of it holding Python's lock, outweighs hashlib's for a small batch, and a self-hosted
+# nightly digests hundreds of exports of a few rows (`docs/decisions/csv-exports.md`).
 SMALL_DIGEST_ROWS = 1000
 
 
 @dataclass
 class KeyDigester:
     """Digests of key texts: a small batch's in Python, a larger one's by an in-memory DuckDB
-    of the run's own, opened at first use (~35 ms), a cursor per call (reading threads share
-    it)."""
+    of the run's own, opened at first use, a cursor per call (reading threads share it)."""
 
     _connection: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,7 +79,7 @@ class ExportKeys:
             again = pc.invert(pc.is_in(digests, value_set=pa.concat_arrays(hits)))
             keep = again if keep is None else pc.and_(keep, again)
         self.seen.append(digests if keep is None else digests.filter(keep))
-        if len(self.seen) > HELD_ARRAYS:  # fewer, longer arrays to scan: ~2x faster
+        if len(self.seen) > HELD_ARRAYS:  # fewer, longer arrays scan faster
             self.seen = [pa.concat_arrays(self.seen)]
         return keep
 

@@ -66,8 +66,7 @@ class ArrowItems(Sequence[Any]):
 def arrow_type_of(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema of `columns`: one object per column set, so that every page of an
     endpoint shares its fields and Arrow compares their schemas by cached fingerprints (a
-    fresh schema's fingerprint costs ~1 µs a column: per page and table, it showed in a
-    nightly's profile)."""
+    fresh schema's fingerprint, per page and table, showed in a nightly's profile)."""
     return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns])
 
 
@@ -289,10 +288,10 @@ def exploded(entries: pa.ListArray) -> tuple[pa.Array, pa.Array, pa.Array, pa.Ar
     list (-1: the marker row of an empty or missing list), its entry (null for a marker) and
     whether it is removed (a marker, or a null entry).
 
-    Each Arrow call costs the reading thread ~10-40 us of interpreter time whatever the
-    page's size. Where no list is empty or missing (a page of commits' parents, as a rule)
-    the rows are the lists' entries as they are: ~0.15 ms against ~0.5 ms for a page of
-    1,000 commits by computing where each row's entry is, as a page with a marker needs."""
+    Each Arrow call costs the reading thread interpreter time whatever the page's size, so
+    where no list is empty or missing (a page of commits' parents, as a rule) the rows are
+    the lists' entries as they are, in a few calls, rather than computing where each row's
+    entry is, as a page with a marker needs (`docs/decisions/arrow-decoding.md`)."""
     lengths = pc.list_value_length(entries).fill_null(0)  # a missing list has no entries
     empty = pc.equal(lengths, pa.scalar(0, lengths.type))
     if not pc.any(empty).as_py():
@@ -322,8 +321,8 @@ def exploded(entries: pa.ListArray) -> tuple[pa.Array, pa.Array, pa.Array, pa.Ar
 
 
 def counting(first: int, count: int, kind: pa.DataType) -> pa.Array:
-    """`first`, `first` + 1, ... (`count` of them) by Arrow: from a Python range, ~200 us
-    for a thousand, the reading thread's interpreter held."""
+    """`first`, `first` + 1, ... (`count` of them) by Arrow: from a Python range, the reading
+    thread's interpreter is held for every value."""
     return pc.cumulative_sum(pa.repeat(pa.scalar(1, kind), count), start=pa.scalar(first - 1, kind))
 
 

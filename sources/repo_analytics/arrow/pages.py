@@ -27,8 +27,8 @@ from ..editions.spec import LIST_OF_ANY, ChildTable, Column, Endpoint
 from ..typing import Paging
 from .mapping import ArrowItems, raw_type, read_as, struct_of
 
-# Arrow's reader costs ~120 µs a call whatever the size (orjson: ~1 µs for a small body); at
-# 16 KB orjson takes about as long
+# Arrow's reader has a fixed cost a call that orjson has not; at this size the two take
+# about as long (`docs/decisions/arrow-decoding.md`)
 ARROW_PAGE_BYTES: Final = 16 * 1024
 ARROW_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 

@@ -49,8 +49,8 @@ from .transport import (
 Decoder = Callable[[bytes], Any]
 JSON_TYPES = ("application/json", "text/json")
 CHUNK_BYTES = 64 * 1024
-# a streamed body past this goes to a temporary file: a dozen exports read at once held up to
-# 16 MB each in memory (medium self-hosted exports: peak RSS 570 -> 527 MB at 2 MB)
+# a streamed body past this goes to a temporary file, not to memory, where a dozen exports
+# read at once held the run's peak (`docs/decisions/csv-exports.md`)
 SPOOL_BYTES = 2 * 1024 * 1024
 
 
@@ -394,6 +394,6 @@ class ApiClient:
 
 
 def whole_body(response: requests.Response) -> bytes:
-    """The body of a streamed answer, read to its end at once (`Response.content` reads it in
-    10 KB chunks: a list page of 100-500 KB in tens of reads)."""
+    """The body of a streamed answer, read to its end at once: `Response.content` reads it in
+    small chunks, a list page in tens of reads (`docs/decisions/http-requests.md`)."""
     return b"".join(response.iter_content(chunk_size=None))

@@ -50,14 +50,13 @@ TYPE_RULES: Final = (
 )
 TRUE_WORDS: Final = frozenset({"true", "yes", "1"})
 TRUE_ARRAY: Final = pa.array(sorted(TRUE_WORDS))
-# Arrow's streaming CSV reader reads up to 32 blocks ahead in a thread of its own: blocks of
-# 5,000 rows (1 MB) held ~32 MB per export being read, ~130 MB of a year's export pass (4
-# at once). Small blocks, gathered into tables of `batch_rows` rows, hold 4 MB.
+# Arrow's streaming CSV reader reads up to 32 blocks ahead in a thread of its own, so small
+# blocks, gathered into tables of `batch_rows` rows, bound what an export being read holds
+# (`docs/decisions/csv-exports.md`).
 BLOCK_BYTES: Final = 128 * 1024
-# Arrow's reader costs ~1.4 ms an export whatever its size; Python's `csv` module reads a
-# small one in less (measured on the simulator's commit exports: 1 row 0.26 against 1.4 ms,
-# 100 rows, 14 KB, 0.9 against 1.3 ms; they break even at ~150 rows). A nightly run reads
-# 982 exports of the medium self-hosted host, most of them a few rows of one user.
+# Arrow's reader has a fixed cost an export whatever its size; Python's `csv` module reads a
+# small one in less, and a nightly run reads hundreds of exports of a few rows of one user
+# (`docs/decisions/csv-exports.md`).
 SMALL_BODY_BYTES: Final = 16 * 1024
 
 
