@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console() -> int:
     """The console command: `main()`, then an exit that skips the interpreter's last
     collections of garbage cycles. They walk the whole heap of a run's modules and data
-    (0.3-0.4 s of every run, a year's backfill or a nightly alike) to free memory the
+    (`docs/decisions/dlt-run-overheads.md`) to free memory the
     process gives back as it ends; every file and DuckDB connection a run opens is closed
     before `main()` returns."""
     code = main()

@@ -173,8 +173,8 @@ def telemetry_only_where_asked() -> None:
     """dlt's anonymous usage telemetry only where the user set `runtime.dlthub_telemetry`
     (`.dlt/config.toml`, `~/.dlt/config.toml`, RUNTIME__DLTHUB_TELEMETRY): the project's
     `.dlt/config.toml` turns it off, and a run from any other folder, as from cron, sent it
-    (dlt's default: an event a step, each waiting up to 1 s to connect where egress is
-    dropped). Reading the setting starts dlt's runtime, telemetry included: it is stopped
+    (dlt's default: an event a step, each waiting to connect where egress is dropped). Reading the
+    setting starts dlt's runtime, telemetry included: it is stopped
     again at once, before any pipeline step could send an event, and later runtimes read it
     as off."""
     import dlt

@@ -35,8 +35,8 @@ class EditionNames:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the arguments it is to parse, the `sim` command's
-    options only where they name `sim` (they import the simulator's data model, ~25 ms of
-    every other command's start)."""
+    options only where they name `sim` (they import the simulator's data model, which no
+    other command needs at its start)."""
     parser = argparse.ArgumentParser(
         prog="repo-analytics",
         description="Commit and pull-request analytics from the Repository Analytics Export API.",

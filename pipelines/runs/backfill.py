@@ -72,10 +72,8 @@ SIGNATURE_KEYS = (
     "repositories",
     "users",
 )
-# a third of a year: each window is a dlt load with a fixed cost and asks every scope again;
-# 122 days took 0.85x the time of 92 (a year's lists); the large host's default settings
-# into DuckDB peak within the spread of 92 days' runs, 369-387 MB with Arrow on the system
-# allocator (382-403 MB before; README: Window size)
+# a third of a year: each window is a dlt load with a fixed cost and asks every scope again,
+# and longer windows did not raise the peak memory (`docs/decisions/window-size.md`)
 DEFAULT_WINDOW_DAYS = 122
 FORMER_WINDOW_DAYS = 92  # the default before: a backfill begun with it resumes in it
 EXPORT_WINDOW_DAYS = 366  # the longest range a CSV export answers
@@ -152,9 +150,9 @@ class WindowLoads:
             tuple[WindowOutcome, list[WindowOutcome], ExtractedRun, BackgroundLoad] | None
         ) = None
         # the first window read gives an older version's tables the source column; tables
-        # made later are made with it (~50 ms a window of opening DuckDB and asking). A
-        # DuckDB file this run creates has no such table: its first opening (~0.1 s) is then
-        # the first window's load's, in the background
+        # made later are made with it, so later windows need not open DuckDB to ask. A
+        # DuckDB file this run creates has no such table: its first opening is then the
+        # first window's load's, in the background
         self.adopted = new_file
         self.reads: list[tuple[WindowOutcome, RunReport]] = []  # the windows read, in order
 

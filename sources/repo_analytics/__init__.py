@@ -222,8 +222,8 @@ def window_marker(
 
     `seed`: the scopes of the backfill's earlier windows, by resource, and the backfill's
     end: the last window moves their nightly cursors and its own up to that end in its own
-    load (a separate state-only load took ~0.25 s after the last request); a skip puts them
-    back, like the record.
+    load, not in a state-only load after the last request (`docs/decisions/reading-costs.md`);
+    a skip puts them back, like the record.
     """
 
     def finished() -> Iterator[Any]:

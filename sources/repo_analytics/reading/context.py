@@ -108,8 +108,7 @@ def table_hints(
     child table's rows once per parent; an export's rows by `export_keys`), so a
     delete-insert merge inserts the staged rows as they are instead of numbering every row
     by key to keep one (dlt's `deduplicated`): the merge streams, and DuckDB needs far less
-    memory for it (a window of the large self-hosted year failed at a 100MB limit with
-    de-duplication, not at 64MB without: `bench/results/HISTORY.md`). A package whose load
+    memory for it (`docs/decisions/duckdb-memory.md`). A package whose load
     a crash interrupted may hold a copy twice in staging: its merges de-duplicate again
     (`pipelines/runs/interrupted.py`).
 
@@ -273,8 +272,8 @@ def nul_free(kind: pa.DataType) -> bool:
 
 
 def may_hold_nul(column: pa.ChunkedArray | pa.Array) -> bool:
-    """Whether a text column's bytes hold a NUL: its data buffers searched whole (~2 us for
-    40 KB, against ~130 us for Arrow's `match_substring` over a page of 1,000 commit ids); a
+    """Whether a text column's bytes hold a NUL: its data buffers searched whole, far cheaper
+    than Arrow's `match_substring` per page (`docs/decisions/reading-costs.md`); a
     slice's buffer may hold a NUL of another row, which only costs a needless replace."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     for chunk in chunks:
@@ -301,9 +300,8 @@ def key_texts(table: pa.Table, names: list[str]) -> pa.Array:
 
 
 # Up to this many rows, keys of text and integer columns are joined in Python: Arrow's
-# compute calls cost ~130-150 us a table of four key columns whatever its rows (1 row: 150
-# against 18 us in Python; 50 rows: 153 against 75 us; even at ~200), and a nightly run keys
-# ~2,100 tables of a few rows (one user's or repository's page).
+# compute calls cost the same whatever a table's rows, and a nightly run keys thousands of
+# tables of a few rows (one user's or repository's page): `docs/decisions/reading-costs.md`.
 SMALL_KEY_ROWS = 100
 
 

@@ -105,9 +105,8 @@ def with_children(
     rows have not been yielded yet: one key held per parent (its `parent_key`), not one per
     child row. Where several levels of the run write the child table (a commit read at the
     top level, its project, its repository and its author has one set of parents), the run
-    holds those keys to its end; else, like the parent's, for this read only: a half-year
-    window of the large self-hosted host's repository commits held 502,147 parents' keys,
-    ~62 MB, to its end.
+    holds those keys to its end; else, like the parent's, for this read only, so a large
+    window does not hold every parent's key to its end (`docs/decisions/reading-costs.md`).
     """
     table = to_arrow(items, endpoint.columns, scope.context)
     inside = within_scope(ctx, table, scope, label_of(endpoint, scope), endpoint.primary_key)
@@ -228,8 +227,8 @@ def endpoint_pages(
     very same request, which takes them instead of asking again: a nightly's discovery
     reads the top-level lists its top-level resources read next. `only`: the items are
     read for these of the endpoint's columns alone (a backfill's discovery reads only the
-    keys of a year's top-level lists: Arrow decodes a page of 1,000 commits for them in ~4.4
-    ms, ~6.1 ms for every column and child), never with `keep`."""
+    keys of a year's top-level lists, which Arrow decodes faster than every column and
+    child), never with `keep`."""
     if endpoint.paging is None:
         raise ValueError(f"`{endpoint.name}` is not a paged list: its endpoint names no paging")
     if keep and only is not None:

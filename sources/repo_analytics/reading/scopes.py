@@ -158,15 +158,14 @@ class RangeDiscovery:
 
     A slice's pages follow one another (each page's link or start leads to the next), so a
     slice alone keeps one request open, and a remote host's latency adds up page after page
-    (with 20 ms added to every answer, the medium cloud lists' year spent 10.7 s of its 22 s
-    in discovery): each slice is read in `concurrency` consecutive parts at once (none
+    (`docs/decisions/reading-costs.md`): each slice is read in `concurrency` consecutive parts at
+    once (none
     shorter than `DISCOVERY_PART_SHORTEST`: a part costs a request even where it holds
     nothing). The first ask reads its window's slice and leaves the later slices to read in
     the background, `concurrency` parts at once, in window order, within the same
     open-request bound as the windows' reads: the first window starts after its own slice,
-    not the whole range's (the medium cloud lists: ~0.2 s instead of ~1.5 s), and
-    discovery's waits on the host overlap the windows' work (with 20 ms added to every
-    answer, the lists' year 0.89-0.93x the time). `close` stops what is left, for good (an
+    not the whole range's, and discovery's waits on the host overlap the windows' work.
+    `close` stops what is left, for good (an
     ask after it is an error).
     """
 
