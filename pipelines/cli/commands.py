@@ -65,7 +65,7 @@ def reconciled(
     `run_loads`: the ids of the runs' loads, whose statistics rows are not asked again;
     `prefetched`: the statistics a backfill asked ahead; `pending`: windows an earlier run
     read whose reconciliation never ran, checked too."""
-    from pipelines.reconcile.check import Reconciliation, reconcile_pipeline
+    from pipelines.reconcile.check import Reconciliation, planned_unskipped, reconcile_pipeline
     from pipelines.reconcile.model import read_windows
     from sources.repo_analytics import RepoAnalyticsError
 
@@ -74,7 +74,12 @@ def reconciled(
         return None
     try:
         check = reconcile_pipeline(
-            pipeline, windows, resolved_source_args(args), frozenset(run_loads), prefetched
+            pipeline,
+            windows,
+            resolved_source_args(args),
+            frozenset(run_loads),
+            prefetched,
+            planned_unskipped(reports),
         )
     except RepoAnalyticsError as error:
         check = Reconciliation(0, [], [f"not run: {error}"])

@@ -48,7 +48,7 @@ from dlt.common.destination import Destination
 
 from pipelines.destinations.duckdb import DEFAULT_DUCKDB
 from pipelines.destinations.duckdb.memory import configured_memory_limit, duckdb_destination
-from pipelines.reconcile.check import reconcile_pipeline
+from pipelines.reconcile.check import planned_unskipped, reconcile_pipeline
 from pipelines.runs.backfill import signature
 from pipelines.runs.load import LoadResult, make_pipeline, run_load
 from sources.repo_analytics.editions import edition_spec
@@ -223,7 +223,11 @@ def window_assets(
         result = load_window(pipeline, start, end, explicit)
         report = result.report
         check = reconcile_pipeline(
-            pipeline, [(start, end)], dict(resolve_settings(explicit)), result.load_ids
+            pipeline,
+            [(start, end)],
+            dict(resolve_settings(explicit)),
+            result.load_ids,
+            planned=planned_unskipped([report]),
         )
         for key in context.selected_asset_keys:
             name = resources[key]

@@ -25,7 +25,7 @@ fall on either side: a difference no larger than what the commits within 14 hour
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -82,12 +82,13 @@ def reconcile(
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
     prefetched: StatisticsPrefetch | None = None,
+    planned: Mapping[str, Collection[str]] | None = None,
 ) -> Reconciliation:
     """Compare every repository of a DuckDB file's dataset, window by window, with the API.
-    `run_loads`, `prefetched`: see `reconcile_with`."""
+    `run_loads`, `prefetched`, `planned`: see `reconcile_with`."""
     limit = connection_config(memory_limit(source_args))
     with duckdb.connect(db_file, read_only=True, config=limit) as con:
-        return reconcile_with(con, dataset, windows, source_args, run_loads, prefetched)
+        return reconcile_with(con, dataset, windows, source_args, run_loads, prefetched, planned)
 
 
 def reconcile_pipeline(
@@ -96,12 +97,13 @@ def reconcile_pipeline(
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
     prefetched: StatisticsPrefetch | None = None,
+    planned: Mapping[str, Collection[str]] | None = None,
 ) -> Reconciliation:
     """Reconcile what a run loaded into the pipeline's destination: a DuckDB file; Delta
     tables on a filesystem (read with dlt's deltalake helper) or a warehouse's tables (read
     through dlt's SQL client), each copied into an in-memory DuckDB; a destination dlt cannot
-    read back is not reconciled (a note says so). `run_loads`, `prefetched`: see
-    `reconcile_with`."""
+    read back is not reconciled (a note says so). `run_loads`, `prefetched`,
+    `planned`: see `reconcile_with`."""
     name = pipeline.destination.destination_name
     edition = source_args.get("edition") or dlt.config.get("sources.repo_analytics.edition")
     spec = EDITION_SPECS.get(str(edition))
@@ -120,7 +122,7 @@ def reconcile_pipeline(
         db_file = str(pipeline.sql_client().credentials.database)
         return waiting(
             lambda: reconcile(
-                db_file, pipeline.dataset_name, windows, source_args, run_loads, prefetched
+                db_file, pipeline.dataset_name, windows, source_args, run_loads, prefetched, planned
             ),
             lock_wait(source_args),
             NOT_RECONCILED,
@@ -154,7 +156,7 @@ def reconcile_pipeline(
                 data = f'"{table}__copy"'
             con.execute(f'CREATE VIEW "{pipeline.dataset_name}"."{table}" AS SELECT * FROM {data}')
         return reconcile_with(
-            con, pipeline.dataset_name, windows, source_args, run_loads, prefetched
+            con, pipeline.dataset_name, windows, source_args, run_loads, prefetched, planned
         )
 
 
@@ -189,6 +191,7 @@ def reconcile_with(
     source_args: dict[str, Any],
     run_loads: Collection[str] = (),
     prefetched: StatisticsPrefetch | None = None,
+    planned: Mapping[str, Collection[str]] | None = None,
 ) -> Reconciliation:
     """Every repository of the dataset, window by window, for what the run read (repository-
     level commits, pull requests, or both): the API's statistics are fetched in parallel
@@ -198,7 +201,9 @@ def reconcile_with(
     statistics row one of them wrote is the API's answer of this run and is not asked for
     again (counted in `rows_written`); every other row of the windows is (`rows_rechecked`).
     None given: every row is asked for. `prefetched`: the statistics a backfill asked ahead
-    (`pipelines/reconcile/prefetch.py`), taken instead of asking again."""
+    (`pipelines/reconcile/prefetch.py`), taken instead of asking again. `planned`: the scope
+    keys the run meant to read, by resource, those it skipped left out: its repositories are
+    compared too, so a repository of which no row landed is a mismatch, not unseen."""
     spec = EDITION_SPECS[source_args["edition"]]
     plan = build_plan(spec, source_args)
     result = Reconciliation(0, [])
@@ -253,6 +258,9 @@ def reconcile_with(
             ).fetchall()
             if wanted is None or tuple(names) in wanted
         ]
+        meant = planned_repositories(spec, checks, measures, planned or {})
+        extra = {names for names in meant if wanted is None or names in wanted}
+        repositories = sorted({*repositories, *extra})
     ask = prefetched.ask if prefetched is not None else api_statistics
     jobs = repository_jobs(ctx, checks, measures, totals, repositories, wanted is None, result, ask)
     stored = [
@@ -276,6 +284,31 @@ def reconcile_with(
     for row, row_answer in zip(rows, row_answers, strict=True):
         compare_period(row, row_answer, result)
     return result
+
+
+def planned_unskipped(reports: Iterable[RunReport]) -> dict[str, set[str]]:
+    """The scopes the runs meant to read, by resource, without any scope a run skipped (under
+    any resource: its rows are not all in, which the skip already says)."""
+    skipped = {s.resource.split(":", 1)[-1] for r in reports for s in r.skips}
+    planned: dict[str, set[str]] = {}
+    for report in reports:
+        for name, keys in report.planned.items():
+            planned.setdefault(name, set()).update(k for k in keys if k not in skipped)
+    return planned
+
+
+def planned_repositories(
+    spec: EditionSpec,
+    checks: EditionChecks,
+    measures: Measures,
+    planned: Mapping[str, Collection[str]],
+) -> set[tuple[str, ...]]:
+    """The repositories the run meant to read into the tables compared (their keys, as
+    `spec.repository_key` values)."""
+    tables = {checks.commit_table} if measures.commits else set()
+    tables |= {checks.pr_table} if measures.pull_requests else set()
+    names = {e.name for e in spec.endpoints if e.level == "repository" and e.table in tables}
+    return {tuple(key.split("/")) for name in names for key in planned.get(name, ())}
 
 
 def stored_periods(

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from pipelines.runs.backfill import run_backfill
-from tests.extractor.repairs import assert_equals_truth, dated, log_since, report_of, run
 from tests.runs.test_backfill import CLOCK, SINCE, cli_env
 from tests.support.loader import Loader
+from tests.support.repairs import assert_equals_truth, dated, log_since, report_of, run
 
 # the first three later pages of repository commit lists answer page 1's items; one scope at
 # a time, so which lists they hit (and that each loses more than the cloud's edge tolerance)

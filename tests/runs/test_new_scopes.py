@@ -19,9 +19,9 @@ import duckdb
 
 from pipelines.runs.window_ledger import commit_state
 from sources.repo_analytics import READ_SCOPES_KEY, WINDOW_MARKER
-from tests.extractor.repairs import assert_equals_truth, log_since, run
 from tests.runs.test_backfill import CLOCK, SINCE
 from tests.support.loader import DATASET, Loader
+from tests.support.repairs import assert_equals_truth, log_since, run
 
 BACKFILL = (
     "backfill",
