@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 import dlt  # noqa: E402
 
-from pipelines.backfill import run_backfill  # noqa: E402
-from pipelines.demo import demo_source_args  # noqa: E402
-from pipelines.load import make_pipeline  # noqa: E402
+from pipelines.cli.demo import demo_source_args  # noqa: E402
+from pipelines.runs.backfill import run_backfill  # noqa: E402
+from pipelines.runs.load import make_pipeline  # noqa: E402
 from simulator import SimConfig, Simulator  # noqa: E402
 
 RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)

@@ -9,7 +9,8 @@ processes of their own (`sys.executable` with DuckDB):
 
 - whether a read-only reader keeps a writer out, a writer keeps a read-only reader out, and
   read-only readers keep each other out (each is an attempt to connect; DuckDB does not wait);
-- the published copy (`pipelines.duckdb_file.publish`: copy under a read-only connection,
+- the published copy (`pipelines.destinations.duckdb.file.publish`: copy under a read-only
+connection,
   fsync, rename): seconds and bytes, the median of `--repeats`, also while a reader holds the
   published path; the old reader still reads its old copy, a new connection the new one;
 - for comparison, a copy made by DuckDB itself (`ATTACH` + `COPY FROM DATABASE`).
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from pipelines.duckdb_file import publish  # noqa: E402
+from pipelines.destinations.duckdb.file import publish  # noqa: E402
 
 RECORDED = ROOT / "bench" / "results"  # the results of record (committed: --record)
 LOCAL = RECORDED / "local"  # every other run's (git-ignored)

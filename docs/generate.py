@@ -6,7 +6,8 @@
 - `docs/commands.md`: every command and option, from the `repo-analytics` argparse parser.
 
 Each page keeps its hand-written prose; only the part between the two marker comments is
-generated. Run it after changing a setting or a flag (`tests/test_docs.py` fails while a page
+generated. Run it after changing a setting or a flag (`tests/project/test_docs.py` fails while a
+page
 is not current):
 
     python docs/generate.py          # rewrite the generated parts
@@ -28,7 +29,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 # What the pages are generated from: the one place that names the modules (after a move of
 # either module, change the line that imports it).
-from pipelines.cli_parser import build_parser  # noqa: E402
+from pipelines.cli.parser import build_parser  # noqa: E402
 from sources.repo_analytics.config import SECTION, RepoAnalyticsConfiguration  # noqa: E402
 
 DOCS = ROOT / "docs"

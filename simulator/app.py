@@ -12,17 +12,16 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import orjson
 
 from .config import SimConfig
-from .faults import Fault, FaultPlan
-from .http import Request, Response, html_response
+from .faults import PAGE_KINDS, Fault, FaultPlan
+from .http import Request, Response, html_response, json_response
 from .params import ApiError
 from .queries import Store
 from .world import World
-
-if TYPE_CHECKING:
-    from .edition import EditionBase
 
 LOG_ENTRIES = 200_000
 
@@ -50,6 +49,27 @@ def route(name: str, path: str, handler: Callable[..., Response], paged: bool = 
     """`path` below the API prefix, with {name} placeholders for one path segment each."""
     regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path)
     return Route(name, re.compile(f"^{regex}$"), handler, paged)
+
+
+class Edition(Protocol):
+    """What the request pipeline needs of an edition (`edition.EditionBase` and its two
+    editions): its data, its routes, and how it authenticates and answers errors."""
+
+    store: Store
+    routes: list[Route]
+    states: tuple[str, ...]  # the pull-request states its activity moves between
+
+    def build_routes(self) -> list[Route]: ...
+    def authenticate(self, request: Request) -> Any: ...
+    def error(self, error: ApiError) -> Response: ...
+    def license_error(self) -> Response: ...
+    def truth(self, kind: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def insert_for(
+        self, request: Request, route: Route, path_params: dict[str, str], principal: Any
+    ) -> None: ...
+    def is_later_page(self, request: Request) -> bool: ...
+    def first_page(self, request: Request) -> Request: ...
+    def empty_page(self, request: Request) -> Response: ...
 
 
 class RequestLog:
@@ -115,7 +135,7 @@ class HostApp:
     """One simulated host: config, world, edition, faults, request log."""
 
     def __init__(
-        self, config: SimConfig, world: World, edition_factory: Callable[[HostApp], EditionBase]
+        self, config: SimConfig, world: World, edition_factory: Callable[[HostApp], Edition]
     ) -> None:
         self.config = config
         self.conditions = config.conditions
@@ -144,7 +164,8 @@ class HostApp:
         if request.path.startswith("/_sim/") and self.control is not None:
             return self.control(request)
         endpoint, found = self._match(request.path)
-        fault = self.faults.draw(endpoint)
+        later = found is not None and found[0].paged and self.edition.is_later_page(request)
+        fault = self.faults.draw(endpoint, request.path, later)
         response = self._answer(request, endpoint, found, fault)
         # a host across a network: held in the connection's own thread, after the answer is
         # made (`SimRequestHandler`), so other connections' answers go on meanwhile
@@ -175,7 +196,7 @@ class HostApp:
         found: tuple[Route, dict[str, str]] | None,
         fault: Fault | None,
     ) -> Response:
-        if fault is not None and fault.kind not in ("insert", "repeat"):
+        if fault is not None and fault.kind not in ("insert", "repeat", *PAGE_KINDS):
             faulted = self._fault_response(fault)
             if faulted is not None:
                 return faulted
@@ -194,10 +215,18 @@ class HostApp:
         if not conditions.licensed:
             return self.edition.license_error()
         chosen, path_params = found
+        paging = fault.kind if fault is not None and chosen.paged else None
         try:
-            if fault is not None and fault.kind == "insert" and chosen.paged:
+            if paging == "insert":
                 self.edition.insert_for(request, chosen, path_params, principal)
+            if paging == "empty_pages":
+                return self.edition.empty_page(request)
+            if paging == "same_page":
+                return self._same_page(request, endpoint, chosen, path_params, principal)
             response = chosen.handler(request, path_params, principal)
+            if paging == "first_page" and self.edition.is_later_page(request):
+                first = chosen.handler(self.edition.first_page(request), path_params, principal)
+                response = with_items_of(first, response)
         except ApiError as error:
             return self.edition.error(error)
         if fault is not None and fault.kind == "slow":
@@ -211,6 +240,21 @@ class HostApp:
         ):
             body = response.body
             response.body = repeating_first_row([body] if isinstance(body, bytes) else body)
+        return response
+
+    def _same_page(
+        self, request: Request, endpoint: str, chosen: Route, path_params: dict[str, str], who: Any
+    ) -> Response:
+        """The `same_page` fault: the first answer to this endpoint with this very query, for
+        every path (a host, or a replay of published sample pages, that serves one page for
+        every repository)."""
+        key = (endpoint, tuple(sorted(request.query.items())))
+        kept = self.faults.replayed(key)
+        if kept is not None:
+            return json_response(200, kept)
+        response = chosen.handler(request, path_params, who)
+        if response.status == 200 and isinstance(response.body, bytes):
+            self.faults.replayed(key, response.body)
         return response
 
     def _fault_response(self, fault: Fault) -> Response | None:
@@ -232,6 +276,16 @@ class HostApp:
         if kind == "html":
             return html_response(200, LOGIN_PAGE)
         return None  # slow and truncate answer normally, then misbehave in transport
+
+
+def with_items_of(first: Response, page: Response) -> Response:
+    """`page` with the items of `first` under its own envelope (the `first_page` fault)."""
+    if page.status != 200 or not isinstance(page.body, bytes) or not isinstance(first.body, bytes):
+        return page
+    body = orjson.loads(page.body)
+    body["values"] = orjson.loads(first.body).get("values", [])
+    page.body = orjson.dumps(body)
+    return page
 
 
 def repeating_first_row(chunks: Iterable[bytes]) -> Iterator[bytes]:

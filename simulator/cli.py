@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--faults",
         default="",
         metavar="SPEC",
-        help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see README)",
+        help="fault spec, e.g. 429=0.05,503=0.02,seed=7 (see docs/simulator.md)",
     )
     parser.add_argument(
         "--now",

@@ -161,6 +161,19 @@ class CloudEdition(EditionBase):
     def is_later_page(self, request: Request) -> bool:
         return request.query.get("page", "1") not in ("", "1")
 
+    first_page_params = (("page", "1"),)
+
+    def empty_page(self, request: Request) -> Response:
+        number = integer(request.query, "page", 1, 1)
+        size = self.page_size(
+            integer(request.query, "pagelen", MAX_PAGELEN, 1), MAX_PAGELEN, "pagelen", "error"
+        )
+        body: dict[str, Any] = {"values": [], "page": number, "pagelen": size}
+        body["next"] = self.link(request, number + 1, size)
+        if number > 1:
+            body["previous"] = self.link(request, number - 1, size)
+        return json_response(200, orjson.dumps(body))
+
     # paging ------------------------------------------------------------------------------------
     def page(self, request: Request, indexes: list[int], item: Any) -> Response:
         number = integer(request.query, "page", 1, 1)

@@ -116,8 +116,6 @@ def make_control(app: HostApp) -> Callable[[Request], Response]:
             return bad(error.message, error.status)
         except (ValueError, KeyError, TypeError, FaultSpecError) as error:
             return bad(f"{type(error).__name__}: {error}")
-        return bad(
-            f"no control endpoint {method} /_sim/{path}; see the README's simulator section", 404
-        )
+        return bad(f"no control endpoint {method} /_sim/{path}; see docs/simulator.md", 404)
 
     return control

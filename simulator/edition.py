@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from . import activity
 from .app import HostApp, Route
@@ -120,6 +122,19 @@ class EditionBase:
             )
 
     def is_later_page(self, request: Request) -> bool:
+        raise NotImplementedError
+
+    # the first page's paging parameters, e.g. (("start", "0"),)
+    first_page_params: tuple[tuple[str, str], ...] = ()
+
+    def first_page(self, request: Request) -> Request:
+        """The same request for the first page (the `first_page` fault)."""
+        query = {**request.query, **dict(self.first_page_params)}
+        return replace(request, query=query, query_string=urlencode(query))
+
+    def empty_page(self, request: Request) -> Response:
+        """The `empty_pages` fault: an empty page of the request's list that says another
+        follows, the envelope moving on."""
         raise NotImplementedError
 
     def visible_commits(self) -> list[int]:

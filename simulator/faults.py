@@ -2,8 +2,8 @@
 
 Spec string (CLI `--faults`, or `{"spec": ...}` to /_sim/faults):
     `429=0.1,503=0.05,reset=0.02,seed=7,retry_after=2,match=commits`
-Kinds carry a rate in [0, 1]; `seed`, `retry_after`, `slow_seconds`, `match` and `count`
-apply to every rule of the string. The JSON form `{"seed": 7, "rules": [{"kind": "429",
+Kinds carry a rate in [0, 1]; `seed`, `retry_after`, `slow_seconds`, `match`, `path` and
+`count` apply to every rule of the string. The JSON form `{"seed": 7, "rules": [{"kind": "429",
 "rate": 1, "count": 3, "match": "commits.repository", "retry_after": 2}]}` sets them per rule.
 """
 
@@ -30,8 +30,13 @@ FAULT_KINDS = (
     "html",
     "insert",
     "repeat",
+    "first_page",
+    "empty_pages",
+    "same_page",
 )
-RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "count")
+RULE_OPTIONS = ("retry_after", "slow_seconds", "match", "path", "count")
+# kinds that answer a paged list otherwise, with status 200 and a well-formed page
+PAGE_KINDS = ("first_page", "empty_pages", "same_page")
 
 
 class FaultSpecError(ValueError):
@@ -43,6 +48,7 @@ class FaultRule:
     kind: str
     rate: float
     match: str = ""  # substring of the endpoint name; empty = every API request
+    path: str = ""  # substring of the request's (decoded) path; empty = every path
     count: int | None = None  # fire at most this many times
     retry_after: float = 1.0
     slow_seconds: float = 2.0
@@ -110,7 +116,7 @@ OPTION_FORMS = {
 
 def convert_option(name: str, value: Any) -> Any:
     """An option's value in its type; FaultSpecError naming the option and its valid form."""
-    if name == "match":
+    if name in ("match", "path"):
         return str(value)
     try:
         number = int(value) if name in ("seed", "count") else float(value)
@@ -142,6 +148,7 @@ def rule_from_dict(data: dict[str, Any]) -> FaultRule:
         kind=str(data["kind"]),
         rate=rate,
         match=str(data.get("match", "")),
+        path=str(data.get("path", "")),
         count=convert_option("count", data["count"])
         if data.get("count") not in (None, "")
         else None,
@@ -160,10 +167,22 @@ class FaultPlan:
         self._rules: list[FaultRule] = []
         self._rng = random.Random(0)
         self.seed = 0
+        # `same_page`: the first answer to each (endpoint, query), served for every path
+        self._replays: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
     def set(self, seed: int, rules: list[FaultRule]) -> None:
         with self._lock:
             self.seed, self._rules, self._rng = seed, rules, random.Random(seed)
+            self._replays = {}
+
+    def replayed(
+        self, key: tuple[str, tuple[tuple[str, str], ...]], body: bytes | None = None
+    ) -> bytes | None:
+        """The page kept for `key` (an endpoint and a query), keeping `body` when none is."""
+        with self._lock:
+            if key not in self._replays and body is not None:
+                self._replays[key] = body
+            return self._replays.get(key)
 
     def set_from(self, data: dict[str, Any] | str) -> None:
         if isinstance(data, str):
@@ -183,12 +202,15 @@ class FaultPlan:
         with self._lock:
             return {"seed": self.seed, "rules": [asdict(r) for r in self._rules]}
 
-    def draw(self, endpoint: str) -> Fault | None:
-        """The fault for a request to `endpoint`, or None; every rule draws once per request."""
+    def draw(self, endpoint: str, path: str = "", later_page: bool = False) -> Fault | None:
+        """The fault for a request to `endpoint` at `path`, or None; every rule that matches
+        the request draws once (`first_page` only on a page after the first: `later_page`)."""
         with self._lock:
             chosen: Fault | None = None
             for rule in self._rules:
-                if rule.match and rule.match not in endpoint:
+                if rule.match not in endpoint or rule.path not in path:  # "" is in every one
+                    continue
+                if rule.kind == "first_page" and not later_page:
                     continue
                 hit = self._rng.random() < rule.rate
                 if chosen is None and hit and (rule.count is None or rule.fired < rule.count):

@@ -206,6 +206,24 @@ class ServerEdition(EditionBase):
     def is_later_page(self, request: Request) -> bool:
         return request.query.get("start", "0") not in ("", "0")
 
+    first_page_params = (("start", "0"),)
+
+    def empty_page(self, request: Request) -> Response:
+        kind = "commits" if request.path.endswith("/commits") else "pull-requests"
+        start = integer(request.query, "start", 0, 0)
+        limit = self.page_size(
+            integer(request.query, "limit", LIMIT_DEFAULT, 1), LIMIT_MAX[kind], "limit", "clamp"
+        )
+        body = {
+            "size": 0,
+            "limit": limit,
+            "isLastPage": False,
+            "start": start,
+            "nextPageStart": start + limit,
+            "values": [],
+        }
+        return json_response(200, orjson.dumps(body))
+
     # handlers ----------------------------------------------------------------------------------
     def item_list(self, request: Request, path_params: dict[str, str], principal: Any) -> Response:
         kind = "commits" if request.path.endswith("/commits") else "pull-requests"

@@ -1,4 +1,5 @@
-"""Shared fixtures: simulated hosts on free loopback ports, started and stopped per use."""
+"""Shared fixtures: simulated hosts on free loopback ports, started and stopped per use, and
+real pipeline runs into each destination (`tests/support/loader.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import pytest
 import requests
 
 from simulator import SimConfig, Simulator
+from tests.support import FIXED_NOW
+from tests.support.loader import destination, loader, views_destination
+
+__all__ = ["destination", "loader", "views_destination"]  # fixtures of every folder
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -17,10 +22,6 @@ def pytest_configure(config: pytest.Config) -> None:
     tests that build a pipeline in-process get dlt's default (on) otherwise. A value set
     by whoever runs the suite wins; the telemetry test sets its own per command."""
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
-
-
-# A fixed clock so ground truth is the same on every run: 2026-06-01T00:00:00Z.
-FIXED_NOW = 1_780_272_000
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 `RepoAnalyticsConfiguration` (with its nested `RetryConfiguration`) is what `.dlt/config.toml`,
 `.dlt/secrets.toml`, the `SOURCES__REPO_ANALYTICS__<KEY>` variables (nested keys joined by
 `__`) and the CLI's flags resolve through (`plan.resolve_settings`); `plan.build_plan` checks
-the values. Each field's metadata holds what the CLI's `--help` and the README show:
+the values. Each field's metadata holds what the CLI's `--help` and docs/configuration.md show:
 `help` (what the key does), `valid` (its values or format) and, where the default is computed
 at run time, `default_text`.
 """
@@ -149,7 +149,7 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
     resources: NameList = setting(
         None,
         "the resource families to read",
-        "commits, pull_requests, ... (see the README); comma-separated",
+        "commits, pull_requests, ... (see docs/resources.md); comma-separated",
         "all",
     )
     with_files: bool = setting(
@@ -217,7 +217,7 @@ class RepoAnalyticsConfiguration(BaseConfiguration):
     password: TSecretStrValue | None = setting(
         None, "secret: self-hosted: the password, with `username`", "text"
     )
-    # the DuckDB file while other processes read it (pipelines/duckdb_file.py)
+    # the DuckDB file while other processes read it (pipelines/destinations/duckdb/file.py)
     duckdb_lock_wait_seconds: float = setting(
         120.0,
         "how long each opening of the DuckDB file waits while another process holds it; "

@@ -48,6 +48,20 @@ class SkippableApiError(RepoAnalyticsError):
         super().__init__(message)
 
 
+class EndlessList(SkippableApiError):
+    """A list whose pages would never end (empty pages that say more follow, a next page
+    start no page before made plausible): its read stops, and the scope is skipped."""
+
+    def __init__(self, reason: str, request: str = "") -> None:
+        self.reason, self.request = reason, request
+        where = f"the list at `{request}`" if request else "a list"
+        super().__init__(
+            "endless_list",
+            f"{where} {reason}; its read stopped there and the scope is skipped (read again "
+            "on the next run): the host, or a proxy in front of it, pages this list wrongly",
+        )
+
+
 class RetryBudgetExhausted(RepoAnalyticsError):
     """Retries or total waiting went past their configured caps: stop cleanly, resume later."""
 

@@ -20,10 +20,10 @@ import duckdb
 import pytest
 
 from simulator import SimConfig, Simulator
-from tests.conftest import FIXED_NOW
-from tests.extractor.conftest import DATASET
-from tests.extractor.test_backfill import cli_env, run_cli
 from tests.report.tables import as_shown, expected_tables, read_back
+from tests.runs.test_backfill import cli_env, run_cli
+from tests.support import FIXED_NOW
+from tests.support.loader import DATASET
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(

@@ -15,10 +15,10 @@ import duckdb
 import pytest
 
 from simulator import SimConfig, Simulator
-from tests.conftest import FIXED_NOW
-from tests.extractor.conftest import DATASET
-from tests.extractor.test_backfill import cli_args, cli_env, run_cli
 from tests.report.tables import html_tables
+from tests.runs.test_backfill import cli_args, cli_env, run_cli
+from tests.support import FIXED_NOW
+from tests.support.loader import DATASET
 
 CLOCK = "2026-06-01T00:00:00+00:00"  # the simulators' fixed clock
 RANGE = ("--since", "2026-03-01", "--until", CLOCK)

@@ -2,7 +2,7 @@
 materialised in-process against a simulator and a real Postgres, compared with the truth of
 exactly those windows; a partition run again changes nothing; and three partitions run at
 once by Dagster's own command in three processes (the code location `dagster dev -m
-pipelines.dagster_assets` loads), configured from the environment alone."""
+pipelines.integrations.dagster_assets` loads), configured from the environment alone."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.cli_parser import DEFAULT_DUCKDB
-from pipelines.dagster_assets import resolve_partitions, window_assets
+from pipelines.destinations.duckdb import DEFAULT_DUCKDB
+from pipelines.integrations.dagster_assets import resolve_partitions, window_assets
 from simulator import Simulator
-from tests.extractor.conftest import FAST_RETRY
-from tests.extractor.helpers import from_z
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_env
+from tests.runs.test_backfill import assert_rows_equal_truth, cli_env
 from tests.scaleout.conftest import PostgresServer
 from tests.scaleout.test_postgres import reader
+from tests.support.helpers import from_z
+from tests.support.loader import FAST_RETRY
 
 PARTITIONS = ("2026-05-04", "2026-05-11", "2026-05-18")  # Mondays: weekly windows
 RANGE = (datetime(2026, 5, 4, tzinfo=UTC), datetime(2026, 5, 25, tzinfo=UTC))
@@ -124,7 +124,8 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
     dataset: str,
     tmp_path: Path,
 ) -> None:
-    """Three `dagster asset materialize -m pipelines.dagster_assets --partition KEY` processes
+    """Three `dagster asset materialize -m pipelines.integrations.dagster_assets --partition KEY`
+    processes
     at once, as three workers run three partitions of a backfill: every setting from the
     environment (dlt config), one dataset; the tables equal the truth of the three weeks,
     each key once. A missing partition start is refused, naming its variable."""
@@ -137,7 +138,7 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
         REPO_ANALYTICS_DAGSTER__PIPELINES_DIR=str(tmp_path / "pipelines"),
     )
     dagster = str(Path(sys.executable).with_name("dagster"))
-    location = ["-m", "pipelines.dagster_assets"]
+    location = ["-m", "pipelines.integrations.dagster_assets"]
     runs = []
     for key in PARTITIONS:
         home = tmp_path / f"dagster-{key}"  # each worker's own instance (sqlite)
@@ -177,7 +178,8 @@ def test_partitions_run_by_concurrent_dagster_processes_equal_truth(
 
 
 def location_env(sim: Simulator, destination: str, **extra: str) -> dict[str, str]:
-    """The environment a user gives `dagster dev -m pipelines.dagster_assets`: the source's
+    """The environment a user gives `dagster dev -m pipelines.integrations.dagster_assets`: the
+    source's
     settings and the partitions' (`REPO_ANALYTICS_DAGSTER__...`), nothing else."""
     return cli_env(
         sim,
@@ -198,7 +200,7 @@ def test_the_code_location_loads_as_the_ui_loads_it(
     extra = request.getfixturevalue("warehouse_env")() if destination == "postgres" else {}
     env = {**location_env(sim, destination, **extra), "DAGSTER_HOME": str(tmp_path)}
     dagster = str(Path(sys.executable).with_name("dagster"))
-    location = ["-m", "pipelines.dagster_assets"]
+    location = ["-m", "pipelines.integrations.dagster_assets"]
     outputs = []
     for command in (["definitions", "validate"], ["asset", "list"]):
         done = subprocess.run(

@@ -15,9 +15,9 @@ from typing import Any
 
 import psycopg2
 
-from pipelines.warehouse import lock_key
+from pipelines.destinations.warehouse import lock_key
 from simulator import Simulator
-from tests.extractor.test_backfill import assert_rows_equal_truth, cli_args, cli_env, run_cli
+from tests.runs.test_backfill import assert_rows_equal_truth, cli_args, cli_env, run_cli
 from tests.scaleout.conftest import PASSWORD, PostgresServer
 
 CLOCK = "2026-06-01T00:00:00+00:00"  # the simulators' fixed clock (tests/conftest.py)
@@ -199,7 +199,7 @@ sys.modules[{module!r}] = None  # as if its extra were not installed
 def test_a_missing_extra_says_what_to_install(make_sim: Any, tmp_path: Path) -> None:
     sim: Simulator = make_sim(edition="cloud")
     env = cli_env(sim, DESTINATION__POSTGRES__CREDENTIALS="postgresql://u:p@127.0.0.1:9/db")
-    cli = "from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+    cli = "from pipelines.cli.main import main; sys.exit(main(sys.argv[1:]))"
     args = ["--destination", "postgres", "--pipelines-dir", str(tmp_path), "load"]
     no_driver = subprocess.run(
         [sys.executable, "-c", HIDDEN.format(module="psycopg2", code=cli), *args],
@@ -219,7 +219,7 @@ def test_a_missing_extra_says_what_to_install(make_sim: Any, tmp_path: Path) -> 
         [
             sys.executable,
             "-c",
-            HIDDEN.format(module="dagster", code="import pipelines.dagster_assets"),
+            HIDDEN.format(module="dagster", code="import pipelines.integrations.dagster_assets"),
         ],
         cwd=tmp_path,
         capture_output=True,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from simulator import Simulator
-from tests.extractor.test_backfill import cli_env, run_cli
 from tests.report.tables import html_tables
+from tests.runs.test_backfill import cli_env, run_cli
 from tests.scaleout.conftest import PASSWORD
 
 RANGE = ("--since", "2026-03-01", "--until", "2026-06-01T00:00:00+00:00")

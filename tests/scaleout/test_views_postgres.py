@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from pipelines.views import COLUMNS, DERIVED
-from pipelines.warehouse import WarehouseError
+from pipelines.destinations.views import COLUMNS, DERIVED
+from pipelines.destinations.warehouse import WarehouseError
 from simulator import SimConfig, Simulator
-from tests.conftest import FIXED_NOW
-from tests.extractor.conftest import Loader
 from tests.scaleout.conftest import PostgresServer
+from tests.support import FIXED_NOW
+from tests.support.loader import Loader
 
 VIEWS = (*COLUMNS, *DERIVED)
 ZONES = ("UTC", "Pacific/Kiritimati")

@@ -396,6 +396,76 @@ def test_insert_leaves_the_first_page_alone(make_sim: MakeSim, edition: str) -> 
     assert truth_keys(sim, "commits") == before
 
 
+# first_page, empty_pages, same_page ------------------------------------------------------------
+def envelope(page: dict[str, Any]) -> dict[str, Any]:
+    """A page's envelope: every field but its items."""
+    return {k: v for k, v in page.items() if k != "values"}
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_first_page_serves_page_one_items_under_a_later_envelope(
+    make_sim: MakeSim, edition: str
+) -> None:
+    """`first_page`: page 2 carries page 1's items under page 2's own envelope (status 200,
+    the envelope moves on); a first page is left alone; `count` bounds it."""
+    sim = make_sim(edition=edition)
+    url = commits_url(sim)
+    first, second = (get(sim, url, page_params(sim, n, 10)).json() for n in (1, 2))
+    assert {key_of(sim, i) for i in first["values"]}.isdisjoint(
+        key_of(sim, i) for i in second["values"]
+    )
+    sim.set_faults("first_page=1,count=1")
+    assert get(sim, url, page_params(sim, 1, 10)).json() == first  # a first page: no draw
+    faulted = get(sim, url, page_params(sim, 2, 10)).json()
+    assert envelope(faulted) == envelope(second)
+    assert [key_of(sim, i) for i in faulted["values"]] == [key_of(sim, i) for i in first["values"]]
+    assert get(sim, url, page_params(sim, 2, 10)).json() == second  # count=1: spent
+    assert [e["fault"] for e in sim.requests()["log"]][-3:] == [None, "first_page", None]
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_empty_pages_never_end(make_sim: MakeSim, edition: str) -> None:
+    """`empty_pages` with `path`: that repository's list answers empty pages that say more
+    follow, page after page, the envelope moving on; another repository's list is whole."""
+    sim = make_sim(edition=edition)
+    slug, other = sorted(r["slug"] for r in sim.truth("repositories"))[:2]
+    sim.set_faults({"rules": [{"kind": "empty_pages", "rate": 1, "path": f"/repos/{slug}/"}]})
+    url, size = repo_url(sim, slug, "commits"), 10
+    for number in range(1, 30):
+        page = get(sim, url, page_params(sim, number, size)).json()
+        assert page["values"] == []
+        if edition == "cloud":
+            assert page["page"] == number
+            assert (
+                page["next"].endswith(f"page={number + 1}") or f"page={number + 1}&" in page["next"]
+            )
+        else:
+            assert page["isLastPage"] is False
+            assert (page["start"], page["nextPageStart"]) == ((number - 1) * size, number * size)
+    assert items(sim, get(sim, repo_url(sim, other, "commits"), page_params(sim, 1, size)))
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_same_page_serves_one_page_for_every_path(make_sim: MakeSim, edition: str) -> None:
+    """`same_page`: every repository's list, asked with the same query, answers the first
+    repository's page; another query gets its own first answer."""
+    sim = make_sim(edition=edition)
+    slugs = sorted(r["slug"] for r in sim.truth("repositories"))
+    own = {
+        slug: items(sim, get(sim, repo_url(sim, slug, "commits"), page_params(sim, 1, 5)))
+        for slug in slugs
+    }
+    sim.set_faults("same_page=1,match=commits.list.repository")
+    served = [
+        get(sim, repo_url(sim, slug, "commits"), page_params(sim, 1, 5)).json()["values"]
+        for slug in slugs
+    ]
+    assert all(page == own[slugs[0]] for page in served)
+    assert {i["repository"]["slug"] for i in served[-1]} == {slugs[0]}
+    other = get(sim, repo_url(sim, slugs[1], "commits"), page_params(sim, 1, 3)).json()
+    assert [key_of(sim, i) for i in other["values"]] == [key_of(sim, i) for i in own[slugs[1]][:3]]
+
+
 # count, match, /_sim/ -------------------------------------------------------------------------
 def test_count_limits_how_often_a_rule_fires(make_sim: MakeSim) -> None:
     """`count=2` fires twice, then requests pass; /_sim/faults reports `fired`."""
@@ -568,6 +638,9 @@ def test_good_spec_is_read_in_full() -> None:
         "html",
         "insert",
         "repeat",
+        "first_page",
+        "empty_pages",
+        "same_page",
     }
 
 

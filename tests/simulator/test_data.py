@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from simulator import SimConfig, Simulator
-from tests.conftest import FIXED_NOW
+from tests.support import FIXED_NOW
 
 
 @pytest.fixture(scope="module")

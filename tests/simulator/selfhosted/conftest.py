@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from simulator import SimConfig, Simulator
-from tests.conftest import FIXED_NOW
 from tests.simulator.selfhosted.client import Api
 from tests.simulator.selfhosted.truth import Truth, read_truth
+from tests.support import FIXED_NOW
 
 
 @pytest.fixture(scope="module")
