@@ -46,9 +46,9 @@ from sources.repo_analytics.errors import DuckDBFileHeld
 
 class BackgroundLoad:
     """dlt's load step of the packages normalized so far, in a thread of its own. `wait`:
-    how long to wait for a DuckDB file another process holds (as `duckdb_file.waiting`).
+    how long to wait for a DuckDB file another process holds (as `duckdb.file.waiting`).
     Nothing else of the pipeline's runs in that thread but `then`, after a load that did not
-    fail, which reads nothing of the pipeline (`lake.stale_children_pruning` locates its
+    fail, which reads nothing of the pipeline (`delta.children.stale_children_pruning` locates its
     tables first): what reads the pipeline's live schema (its destination client, say) runs
     in the calling thread."""
 

@@ -7,10 +7,10 @@ Ours does the same, through the same public functions of dlt and deltalake, with
 differences that decide a nightly's memory and a large table's files
 (docs/decisions/dlt-patches.md):
 
-- Parquet row groups of at most `lake_writes.ROW_GROUP_ROWS` rows (`lake_writes`);
+- Parquet row groups of at most `writes.ROW_GROUP_ROWS` rows (`writes.py`);
 - a merge that reads only the target's range of a column fixed per key, and appends the rows
-  beyond it (`lake_merges.RangedTable`);
-- a large first write's recent head in a file of its own (`lake_first_writes`).
+  beyond it (`merges.RangedTable`);
+- a large first write's recent head in a file of its own (`first_writes.py`).
 
 Reached through dlt's public surface only: `filesystem` below is dlt's destination factory
 whose client class is `LakeClient`, which names `DeltaTableJob` as the job of a Delta table.
@@ -120,7 +120,7 @@ def merge(table: Any, rows: Any, schema: TTableSchema, name: str, streamed: bool
 
 def first_write_parts(file_paths: Any, schema: TTableSchema) -> Iterator[Any]:
     """The rows of a write, as the readers to write one after another: two for a large
-    first write of a merged table with a column fixed per key (`lake_first_writes`), the
+    first write of a merged table with a column fixed per key (`first_writes.py`), the
     older rows then the head; else one of all the files."""
     import pyarrow.dataset as pa_dataset
     from dlt.common.libs.pyarrow import get_local_dataset_reader

@@ -7,7 +7,7 @@ writes a table's first load as deltalake cuts it, by size, in the order the rows
 self-hosted year's commit exports (one export window of every scope) as one file, which every
 nightly's merge of a few thousand rows read and wrote again whole, in time and in disk space
 until the table is vacuumed. Written here as two commits, the rows before the last
-`lake_heads.HEAD_SPAN` of that column, then the rows within it, a nightly's merge rewrites only
+`heads.HEAD_SPAN` of that column, then the rows within it, a nightly's merge rewrites only
 the head.
 
 Where the head begins comes from the files' row-group statistics (no row is read). Each part
@@ -20,7 +20,7 @@ first nightly into Delta is faster and holds less; the figures are in
 A crash between the two commits leaves the table with the first part; the rerun loads the
 same rows into the table that now exists, by dlt's merge, which appends the head (beyond the
 stored range) and matches the rest. A table without the hint, a first write of another
-disposition, a null in the column, or a write `lake_heads.head_begins` finds no head in (few
+disposition, a null in the column, or a write `heads.head_begins` finds no head in (few
 rows, all in the head, or a head older than a nightly re-reads: a backfill's older windows,
 which later windows' appends follow): dlt's write as it is; cut in two, such a window would
 peak higher for no nightly's gain.

@@ -5,7 +5,7 @@ A merge rewrites every file holding a row it matches
 end of a table's fixed column (`FIXED_PER_KEY`). Rows written as one file that reaches back
 further make each nightly rewrite all of them: a table's first write (the self-hosted year's
 CSV exports: `pipelines/destinations/delta/first_writes.py`) and a backfill's last window
-appended beyond the stored range (`lake_merges.RangedTable`). Such a write is cut where its
+appended beyond the stored range (`merges.RangedTable`). Such a write is cut where its
 head begins, `HEAD_SPAN` before its largest value, when it holds more than `MIN_ROWS` rows,
 reaches back beyond the head, and its head is recent enough for a nightly to re-read it
 (`head_bound`): the older rows are one file, the head another.

@@ -136,7 +136,7 @@ def stored_range(table: Any, column: str) -> tuple[Any, Any] | None:
 
 def head_parts(rows: pa.Table, column: str) -> Iterator[pa.Table]:
     """`rows` as the files to write: the rows before their head and the head apart, where
-    `lake_heads.head_begins` finds one (`column` a timestamp or date without a null); else
+    `heads.head_begins` finds one (`column` a timestamp or date without a null); else
     `rows` whole. Each part is filtered from `rows` when it is written."""
     found = column_bounds(rows, column)
     start = None if found is None else head_begins(rows.num_rows, *found)
@@ -166,7 +166,7 @@ class RangedTable:
     none), match only target rows within the merged rows' range of `column` (where given),
     and append (`appending`) the rows beyond the stored range instead of merging them; the
     rest of the table as it is. What dlt's `merge_delta_table` is handed as its table
-    (`lake_destination.merge`)."""
+    (`destination.merge`)."""
 
     def __init__(
         self, table: Any, column: str | None = None, append: Appending | None = None

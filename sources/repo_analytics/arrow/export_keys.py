@@ -8,7 +8,7 @@ the MD5 of each row's key text (`context.key_texts`): DuckDB's `md5_number`, wor
 Python's lock, for a batch of more than `SMALL_DIGEST_ROWS` rows; Python's `hashlib` for a
 smaller one, the same 16 bytes; two different keys share one with a chance of about
 n^2 / 2^129. Each batch is looked up in the batches before it: a scan of the export's digests
-per batch of `csv_export.BATCH_ROWS` rows, out of Python's lock too. The figures:
+per batch of `reading.csv_exports.BATCH_ROWS` rows, out of Python's lock too. The figures:
 `docs/decisions/csv-exports.md`.
 """
 

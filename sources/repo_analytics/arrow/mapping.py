@@ -6,7 +6,7 @@ columns read (`raw_type`), each column then taken out of it and converted by Arr
 (timestamps, list lengths). What Arrow cannot read that way (a value of another type than
 the path's, a converter without an Arrow form) is read as `Column.read` reads it, a column at
 a time. Either way the result is what `Column.read`, item by item, gives. A list page that
-Arrow's JSON reader decoded (`arrow_pages`) comes as that struct array already (`ArrowItems`).
+Arrow's JSON reader decoded (`arrow/pages.py`) comes as that struct array already (`ArrowItems`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 
 class ArrowItems(Sequence[Any]):
     """A page's items as one struct array (`raw`) of the paths its tables read, decoded by
-    Arrow (`arrow_pages`); read here as the decoded items would be."""
+    Arrow (`arrow/pages.py`); read here as the decoded items would be."""
 
     def __init__(self, raw: pa.StructArray) -> None:
         self.raw = raw
@@ -265,7 +265,7 @@ def child_rows(
     is null is a row with `removed` true and no values.
     """
     entries = None
-    if isinstance(items, ArrowItems):  # its type holds the child's list (`arrow_pages`)
+    if isinstance(items, ArrowItems):  # its type holds the child's list (`arrow/pages.py`)
         entries = (items.leaves or {})[child.list_path]
     else:
         lists = values_at(items, child.list_path)
