@@ -58,7 +58,7 @@ def peak_rss_mb() -> float:
 # child: build only ------------------------------------------------------------------------
 def build_only(size: str) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from simulator.generate import build_world
+    from simulator.data.generate import build_world
 
     start = time.perf_counter()
     world = build_world(1, size, NOW, "server")

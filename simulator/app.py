@@ -17,11 +17,11 @@ from typing import Any, Protocol
 import orjson
 
 from .config import SimConfig
+from .data.world import World
 from .faults import PAGE_KINDS, Fault, FaultPlan
 from .http import Request, Response, html_response, json_response
 from .params import ApiError
 from .queries import Store
-from .world import World
 
 LOG_ENTRIES = 200_000
 

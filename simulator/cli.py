@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .config import EDITIONS, MAX_LATENCY_MS, SimConfig
+from .data.generate import SIZES
 from .faults import FaultSpecError, parse_spec
-from .generate import SIZES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

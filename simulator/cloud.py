@@ -9,11 +9,11 @@ import orjson
 
 from . import render
 from .app import Route, route
+from .data.world import GLOBAL, Scope, World
 from .edition import THIRTY_DAYS_S, EditionBase
 from .http import Request, Response, json_response
 from .params import ApiError, boolean, choice, integer, window
 from .queries import CommitQuery, PullRequestQuery, distribution, state_counts
-from .world import GLOBAL, Scope, World
 
 MAX_PAGELEN = 500
 PR_STATES = ("all", "open", "merged", "declined", "superseded")

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from . import activity
 from .app import HostApp
+from .data import activity
 from .faults import FaultSpecError
 from .http import Request, Response, json_response
 from .params import ApiError

@@ -6,12 +6,12 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
-from . import activity
 from .app import HostApp, Route
+from .data import activity
+from .data.world import GLOBAL, Scope, World
 from .http import Request, Response
 from .params import ApiError, Window
 from .queries import CommitQuery, PullRequestQuery, Store
-from .world import GLOBAL, Scope, World
 
 THIRTY_DAYS_S = 30 * 86_400
 

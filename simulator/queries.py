@@ -11,8 +11,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import Commit, PullRequest
-from .world import Scope, World
+from .data.model import Commit, PullRequest
+from .data.world import Scope, World
 
 CACHE_ENTRIES = 256
 

@@ -7,8 +7,8 @@ from time import gmtime
 
 import orjson
 
-from .model import Commit, Participant, PullRequest
-from .world import World
+from .data.model import Commit, Participant, PullRequest
+from .data.world import World
 
 FILE_DIRS = ("src", "src/core", "src/api", "tests", "docs", "lib/util", "scripts", "web/ü-assets")
 FILE_EXTS = (".py", ".ts", ".java", ".md", ".go", ".sql", ".yaml")

@@ -14,11 +14,11 @@ import orjson
 from . import render
 from .app import HostApp, Route, route
 from .config import Principal
+from .data.world import GLOBAL, Scope, World
 from .edition import THIRTY_DAYS_S, EditionBase
 from .http import Request, Response, json_response
 from .params import ApiError, boolean, choice, integer, invalid, window
 from .queries import CommitQuery, PullRequestQuery, state_counts
-from .world import GLOBAL, Scope, World
 
 LIMIT_DEFAULT = 25
 LIMIT_MAX = {"commits": 1000, "pull-requests": 500}

@@ -7,16 +7,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import activity
 from .app import HostApp
 from .cloud import CloudEdition
 from .config import EDITIONS, SimConfig
 from .control import info, make_control
+from .data import activity
+from .data.generate import SIZES, build_world
+from .data.world import World
 from .edition import EditionBase
-from .generate import SIZES, build_world
 from .selfhosted import ServerEdition
 from .tls import RunCertificates
-from .world import World
 
 EDITION_CLASSES: dict[str, Callable[[HostApp], EditionBase]] = {
     "cloud": CloudEdition,
@@ -38,7 +38,7 @@ def build(config: SimConfig) -> World:
         raise ValueError(f"unknown size `{config.size}`; valid: {', '.join(SIZES)}")
     now = config.now if config.now is not None else default_now()
     if config.from_git:
-        from .fromgit import build_world_from_git
+        from .data.fromgit import build_world_from_git
 
         return build_world_from_git(config.from_git, config.seed, now, config.edition)
     return build_world(config.seed, config.size, now, config.edition)
