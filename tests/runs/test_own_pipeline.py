@@ -2,7 +2,8 @@
 
 Only dlt's public API and our source: `dlt.pipeline(...).run(repo_analytics())` with the
 settings in the environment (as `.dlt/` would give them) or as keyword arguments, into DuckDB
-and into Delta tables; run twice, each table holds every key of the simulator's truth once.
+and into Delta tables; run twice, the commit table holds every commit of the simulator's truth
+once, with its author, line counts and parent count.
 The tables are read back with DuckDB and deltalake, as a BI tool would.
 """
 
@@ -41,22 +42,46 @@ def settings_of(sim: Simulator) -> dict[str, str]:
     return settings
 
 
-def truth_keys(sim: Simulator) -> Counter[tuple[str, ...]]:
-    """Each commit's natural key in the simulator's truth (every one exactly once)."""
+def truth_keys(sim: Simulator) -> Counter[tuple[Any, ...]]:
+    """Each commit of the simulator's truth: its natural key, then its author, line counts and
+    parent count (every commit exactly once)."""
     if sim.config.edition == "cloud":
-        keys = [(c["repository"]["slug"], c["hash"]) for c in sim.truth("commits")]
-    else:
-        keys = [
-            (c["repository"]["project"]["key"], c["repository"]["slug"], c["id"])
+        rows = [
+            (
+                c["repository"]["slug"],
+                c["hash"],
+                c["author"]["uuid"],
+                c["lines"]["added"],
+                c["lines"]["deleted"],
+                len(c["parents"]),
+            )
             for c in sim.truth("commits")
         ]
-    return Counter(keys)
+    else:
+        rows = [
+            (
+                c["repository"]["project"]["key"],
+                c["repository"]["slug"],
+                c["id"],
+                c["author"]["emailAddress"],
+                c["linesOfCode"]["added"],
+                c["linesOfCode"]["deleted"],
+                len(c["_sim"]["parents"]),
+            )
+            for c in sim.truth("commits")
+        ]
+    return Counter(rows)
 
 
-def stored_keys(folder: Path, destination: str, edition: str) -> Counter[tuple[str, ...]]:
-    """The natural keys of the stored commit table, read as a BI tool reads it."""
+def stored_keys(folder: Path, destination: str, edition: str) -> Counter[tuple[Any, ...]]:
+    """The stored commit table's rows as `truth_keys` has them, read as a BI tool reads it."""
     table = f"{edition}_commits"
-    columns = "repository_slug, hash" if edition == "cloud" else "project_key, repository_slug, id"
+    values = "lines_added, lines_deleted, parent_count"
+    columns = (
+        f"repository_slug, hash, author_uuid, {values}"
+        if edition == "cloud"
+        else f"project_key, repository_slug, id, author_email, {values}"
+    )
     con = duckdb.connect()
     if destination == "duckdb":
         con.execute(f"ATTACH '{folder / 'own.duckdb'}' AS own (READ_ONLY)")
