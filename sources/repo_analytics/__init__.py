@@ -119,6 +119,8 @@ def repo_analytics(
     )
     client = edition_client(plan, run_report, run.host_gate or HostGate(plan.concurrency))
     ctx = ReadContext(plan, client, run_report)
+    if run.range_discovery is not None:  # a backfill window: the backfill's user list
+        ctx.directories = run.range_discovery.directories
     only = None if backfill_window is None else backfill_window.get("only")
     for endpoint, scopes in planned_reads(ctx, run.range_discovery):
         if only is not None:  # a finished window, read again for scopes that appeared since

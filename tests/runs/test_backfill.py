@@ -612,6 +612,28 @@ def test_windows_read_only_their_range(backfilled: Backfilled) -> None:
         assert spans == set(), endpoint
 
 
+def test_a_backfill_asks_the_user_list_once(tmp_path: Path) -> None:
+    """The cloud's user list (one unpaged answer, no dates) is the backfill's: asked once for
+    its four windows, and each window reads the commits of every user in it."""
+    with Simulator(SimConfig(edition="cloud", size="tiny", now=FIXED_NOW)) as sim:
+        loader = Loader(sim, tmp_path)
+        result, log = backfill(
+            loader, SINCE.date().isoformat(), None, levels=["user"], resources=["commits"]
+        )
+        uuids = {u["uuid"] for u in sim.truth("users")}
+    assert len(result.windows) == 4 and not result.partial
+    assert [e["endpoint"] for e in log if e["endpoint"].startswith("users.")] == [
+        "users.list.short"
+    ]
+    read: dict[str, set[str]] = {}  # the users whose commits each window read, by its end
+    for entry in log:
+        if entry["endpoint"] == "commits.list.user":
+            user = entry["path"].split("/users/", 1)[1].split("/", 1)[0]
+            read.setdefault(entry["params"]["until_date"], set()).add(user)
+    assert len(read) == 4
+    assert all(users == uuids for users in read.values()), read
+
+
 def only_discovery(log: list[dict[str, Any]], edition: str) -> bool:
     """Whether every request of `log` is of the top-level lists: the discovery a rerun makes
     of its range, to find scopes that appeared since its windows finished (README: Backfill

@@ -174,6 +174,9 @@ class RangeDiscovery:
     # the backfill's resource families: its CSV exports' window reads no list of its own
     resources: tuple[str, ...] | None = None
     windows: tuple[tuple[datetime, datetime], ...] = ()  # the slices; none: the whole range
+    # the unpaged answers (the cloud user list), read once for every window: the windows'
+    # users are the range's (`ReadContext.directories`)
+    directories: dict[str, Any] = field(default_factory=dict)
     # each slice and family: its parts, read or being read
     _parts: dict[tuple[datetime, datetime, str], list[Future[Discovered]]] = field(
         default_factory=dict
