@@ -263,31 +263,32 @@ def test_slow_delays_the_normal_answer(make_sim: MakeSim, edition: str) -> None:
 @pytest.mark.parametrize("edition", EDITIONS)
 def test_latency_delays_every_api_answer_at_once(make_sim: MakeSim, edition: str) -> None:
     """`latency_ms` holds each API answer (errors too) as long, the same answer; answers to
-    several connections are held side by side, not one after another; the control surface
-    answers at once."""
+    several connections are held side by side, not one after another (the simulator counts
+    the requests open at once); the control surface answers at once. Only lower bounds of
+    time and bounds of half the latency: a loaded machine slows every answer."""
     sim = make_sim(edition=edition)
     params = page_params(sim, 1, 5)
     normal = get(sim, commits_url(sim), params)
-    assert control(sim, "POST", "conditions", {"latency_ms": 300}).status_code == 200
+    assert control(sim, "POST", "conditions", {"latency_ms": 1000}).status_code == 200
     started = time.monotonic()
     delayed = get(sim, commits_url(sim), params)
-    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - started >= 1.0
     assert delayed.status_code == 200 and delayed.content == normal.content
     started = time.monotonic()
     assert get(sim, commits_url(sim), headers={}).status_code == 401
-    assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
+    assert time.monotonic() - started >= 1.0
+    sim.reset_requests()
     with ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(lambda _: get(sim, commits_url(sim), params).status_code, [0] * 4))
     assert statuses == [200] * 4
-    assert 0.3 <= time.monotonic() - started < 0.9  # one after another: 1.2 s
+    assert sim.requests()["open_max"] == 4  # held side by side: one after another is 1
     started = time.monotonic()
-    assert control(sim, "GET", "conditions").json()["latency_ms"] == 300
-    assert time.monotonic() - started < 0.3
+    assert control(sim, "GET", "conditions").json()["latency_ms"] == 1000
+    assert time.monotonic() - started < 0.5
     control(sim, "POST", "conditions", {"latency_ms": 0})
     started = time.monotonic()
     assert get(sim, commits_url(sim), params).content == normal.content
-    assert time.monotonic() - started < 0.3
+    assert time.monotonic() - started < 0.5
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
